@@ -1,0 +1,33 @@
+"""Shared helpers of the tests.
+
+`tools/` is not a package: it is put on sys.path here so that tests can import
+`nbtemplate` (the one place that derives the Colab addresses from pyproject.toml).
+
+Some checks need things a newcomer's laptop may lack (Debian's chromium, the local
+CPU wheel of torch). They skip there, saying why; CI (.ci/run) sets COURSE_CI=1,
+and then a missing prerequisite is a failure, so that the check cannot quietly
+stop running.
+"""
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def in_ci():
+    """True when the run is CI's (.ci/run sets COURSE_CI=1)."""
+    return os.environ.get("COURSE_CI", "") not in ("", "0")
+
+
+def require(condition, reason):
+    """Skip with `reason` when `condition` is false; in CI, fail instead."""
+    if condition:
+        return
+    if in_ci():
+        pytest.fail(f"{reason} (COURSE_CI is set, so this check is mandatory)", pytrace=False)
+    pytest.skip(reason)
+
