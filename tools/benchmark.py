@@ -108,6 +108,7 @@ def main():
         over += ["install"] if s > BUDGET["install_s"] else []
         print(f"{'fresh install':40s} {s:6.1f} s")
     if args.save:
+        pathlib.Path(args.save).parent.mkdir(parents=True, exist_ok=True)
         pathlib.Path(args.save).write_text(json.dumps(results, indent=1) + "\n")
     if over:
         sys.exit(f"over budget: {', '.join(over)}")
