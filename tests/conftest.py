@@ -31,3 +31,34 @@ def require(condition, reason):
         pytest.fail(f"{reason} (COURSE_CI is set, so this check is mandatory)", pytrace=False)
     pytest.skip(reason)
 
+
+
+def _untracked():
+    """Files git neither tracks nor ignores, or None outside a git checkout."""
+    import subprocess
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line[3:] for line in out.stdout.splitlines() if line.startswith("??")}
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):      # the controller, not an xdist worker
+        session.config._untracked_before = _untracked()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Running the lessons must leave the work tree clean: scratch files go to a temp dir."""
+    before = getattr(session.config, "_untracked_before", None)
+    after = _untracked() if before is not None else None
+    if before is None or after is None:
+        return
+    left = sorted(after - before)
+    if left:
+        print("\nThe test run left files in the repository (use a temporary directory):\n  "
+              + "\n  ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
