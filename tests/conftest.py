@@ -8,6 +8,7 @@ CPU wheel of torch). They skip there, saying why; CI (.ci/run) sets COURSE_CI=1,
 and then a missing prerequisite is a failure, so that the check cannot quietly
 stop running.
 """
+import json
 import os
 import pathlib
 import sys
@@ -16,6 +17,22 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def cells(path):
+    """The cells of a stored notebook, as JSON."""
+    return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))["cells"]
+
+
+def source(cell):
+    """A cell's source as one string."""
+    return "".join(cell["source"])
+
+
+def code_cells(path):
+    """The code cells that hold code: the ones a run numbers 1, 2, 3, ..."""
+    return [c for c in cells(path) if c["cell_type"] == "code" and source(c).strip()]
 
 
 def in_ci():
@@ -30,7 +47,6 @@ def require(condition, reason):
     if in_ci():
         pytest.fail(f"{reason} (COURSE_CI is set, so this check is mandatory)", pytrace=False)
     pytest.skip(reason)
-
 
 
 def _untracked():

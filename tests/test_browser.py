@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.request
 
-from conftest import require
+from conftest import code_cells, require
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -155,8 +155,7 @@ def _saved_run(path, n_cells, timeout_s=30):
     """The notebook as JupyterLab saved it, once all n_cells code cells have a count."""
     deadline = time.monotonic() + timeout_s
     while True:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        cells = [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+        cells = code_cells(path)
         counts = [c["execution_count"] for c in cells]
         if all(isinstance(n, int) for n in counts) and len(cells) == n_cells:
             return cells
@@ -174,13 +173,11 @@ def test_run_all_cells_in_jupyterlab(tmp_path):
 
     served = tmp_path / "course"
     _stripped_copy(ROOT / "notebooks", served / "notebooks")
-    stored = json.loads((ROOT / "notebooks" / LESSON).read_text(encoding="utf-8"))
-    code_cells = [c for c in stored["cells"]
-                  if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    stored = code_cells(ROOT / "notebooks" / LESSON)
     # JupyterLab shows no prompt for a cell whose input is collapsed (the solutions)
-    with_prompt = [c for c in code_cells
+    with_prompt = [c for c in stored
                    if not c["metadata"].get("jupyter", {}).get("source_hidden")]
-    plots = sum("image/png" in o.get("data", {}) for c in code_cells for o in c["outputs"])
+    plots = sum("image/png" in o.get("data", {}) for c in stored for o in c["outputs"])
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"browser_{pathlib.Path(LESSON).stem}.png"
 
@@ -236,7 +233,7 @@ def test_run_all_cells_in_jupyterlab(tmp_path):
 
             # what the kernel did: save (the copy) and read every cell's outputs
             page.keyboard.press("Control+s")
-            cells = _saved_run(served / "notebooks" / LESSON, len(code_cells))
+            cells = _saved_run(served / "notebooks" / LESSON, len(stored))
             counts = [c["execution_count"] for c in cells]
             assert counts == list(range(1, len(cells) + 1)), f"{LESSON}: ran as {counts}"
             errors = [f"cell [{c['execution_count']}]: {o['ename']}: {o['evalue']}"

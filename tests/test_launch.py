@@ -12,9 +12,9 @@ import urllib.parse
 import pytest
 
 import nbtemplate  # tools/ is put on sys.path by conftest.py
+from conftest import NOTEBOOKS, cells, source
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 GUARD = "if 'google.colab' in sys.modules:"
 
@@ -29,14 +29,6 @@ def _slug():
 def binder_url():
     """The mybinder.org address that opens JupyterLab at notebooks/ on the main branch."""
     return f"https://mybinder.org/v2/gh/{_slug()}/main?urlpath=lab/tree/notebooks"
-
-
-def _cells(path):
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
-def _src(cell):
-    return "".join(cell["source"])
 
 
 def _links(markdown):
@@ -58,9 +50,9 @@ def test_there_are_lessons():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_colab_badge_opens_this_notebook(path):
-    first_md = next(c for c in _cells(path) if c["cell_type"] == "markdown")
-    links = [u for u in _links(_src(first_md)) if "colab.research.google.com/github/" in u]
-    assert COLAB_BADGE in _src(first_md) and len(links) == 1, (
+    first_md = next(c for c in cells(path) if c["cell_type"] == "markdown")
+    links = [u for u in _links(source(first_md)) if "colab.research.google.com/github/" in u]
+    assert COLAB_BADGE in source(first_md) and len(links) == 1, (
         f"{path.name}: the first markdown cell needs one 'Open in Colab' badge "
         f"(tools/nbtemplate.py writes it); found {links}")
     assert links[0] == nbtemplate.colab_url(path.name), (
@@ -71,8 +63,8 @@ def test_colab_badge_opens_this_notebook(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_first_code_cell_installs_the_helpers_on_colab_only(path):
-    first = next(c for c in _cells(path) if c["cell_type"] == "code")
-    lines = _src(first).splitlines()
+    first = next(c for c in cells(path) if c["cell_type"] == "code")
+    lines = source(first).splitlines()
     assert GUARD in lines and "import sys" in lines[:lines.index(GUARD)], (
         f"{path.name}: the first code cell must be the Colab setup cell, guarded by {GUARD!r}")
     body = lines[lines.index(GUARD) + 1:]
@@ -87,7 +79,7 @@ def test_first_code_cell_installs_the_helpers_on_colab_only(path):
         assert urls == [nbtemplate.repo_url()], (
             f"{path.name}: installs from {urls}, but pyproject.toml declares "
             f"{nbtemplate.repo_url()}")
-    assert _src(first) == nbtemplate.setup_source(), (
+    assert source(first) == nbtemplate.setup_source(), (
         f"{path.name}: the setup cell differs from tools/nbtemplate.py's setup_source()")
 
 

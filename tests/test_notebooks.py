@@ -1,21 +1,10 @@
 """Static checks of the stored notebooks (nbval itself executes them and compares outputs)."""
-import json
-import pathlib
 import re
 
 import pytest
+from conftest import NOTEBOOKS, code_cells, source
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 MARKERS = {"NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION", "NBVAL_SKIP"}
-
-
-def _code_cells(path):
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    return [c for c in nb["cells"] if c["cell_type"] == "code"]
-
-
-def _src(cell):
-    return "".join(cell["source"])
 
 
 def test_lessons_are_numbered_in_reading_order():
@@ -27,28 +16,28 @@ def test_lessons_are_numbered_in_reading_order():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_stored_outputs_come_from_one_top_to_bottom_run(path):
-    counts = [c["execution_count"] for c in _code_cells(path) if _src(c).strip()]
+    counts = [c["execution_count"] for c in code_cells(path)]
     assert counts == list(range(1, len(counts) + 1)), (
         f"{path.name}: re-run it with tools/execute_notebooks.py")
-    for cell in _code_cells(path):
+    for cell in code_cells(path):
         for out in cell["outputs"]:
-            assert out["output_type"] != "error" or "NBVAL_RAISES_EXCEPTION" in _src(cell), \
+            assert out["output_type"] != "error" or "NBVAL_RAISES_EXCEPTION" in source(cell), \
                 f"{path.name}: stored error in cell {cell['execution_count']}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_nbval_markers_are_spelled_so_that_nbval_sees_them(path):
     # nbval only honours a marker that is the whole comment: '# NBVAL_IGNORE_OUTPUT (x)' is ignored.
-    for cell in _code_cells(path):
-        for line in _src(cell).splitlines():
+    for cell in code_cells(path):
+        for line in source(cell).splitlines():
             if "NBVAL_" in line and line.strip().startswith("#"):
                 assert line.strip().lstrip("#").strip() in MARKERS, f"{path.name}: {line!r}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_stderr_in_compared_cells(path):
-    for cell in _code_cells(path):
-        if "NBVAL_IGNORE_OUTPUT" in _src(cell):
+    for cell in code_cells(path):
+        if "NBVAL_IGNORE_OUTPUT" in source(cell):
             continue
         for out in cell["outputs"]:
             assert out.get("name") != "stderr", (
