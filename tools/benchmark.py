@@ -5,8 +5,8 @@
     python tools/benchmark.py --install       # ... and a fresh install from requirements.txt
     python tools/benchmark.py --save measurements/budgets-cpu.json
 
-Each lesson runs top to bottom in a fresh kernel on a scratch copy (the repository
-is not touched). Peak memory is the largest total resident memory of the kernel and
+Each lesson runs top to bottom in a fresh kernel, in memory and from a scratch
+folder (the repository is not touched). Peak memory is the largest total resident memory of the kernel and
 every process it started (the torchrun workers of lesson 7 included), sampled every
 50 ms. Exits 1 when a budget is exceeded.
 """
@@ -16,7 +16,6 @@ import json
 import os
 import pathlib
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,10 +50,8 @@ def run_lesson(path):
             peak[0] = max(peak[0], _tree_rss(me))
             time.sleep(0.05)
 
+    nb = nbformat.read(path, as_version=4)      # executed in memory: the file is not written
     with tempfile.TemporaryDirectory() as tmp:
-        copy = pathlib.Path(tmp) / path.name
-        shutil.copy(path, copy)
-        nb = nbformat.read(copy, as_version=4)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         start = time.perf_counter()
