@@ -11,9 +11,12 @@ import pytest
 
 import d2l_utils as d2l
 
+# One os.write per rank: a single write to a pipe is atomic, while print() may split a
+# line into several writes (unbuffered stdout) that the two ranks then interleave.
 WHO_AM_I = """
 import os
-print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], os.environ.get('COURSE_TEST_VAR'), flush=True)
+line = f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} {os.environ.get('COURSE_TEST_VAR')}\\n"
+os.write(1, line.encode())
 """
 
 
