@@ -1,0 +1,177 @@
+"""GPU-only cells, and what they printed on real hardware.
+
+This module is course machinery, not lesson material, so it is written by hand
+(unlike ``lessons.py``). A lesson cell that needs CUDA GPUs has this shape::
+
+    # NBVAL_IGNORE_OUTPUT
+    if torch.cuda.device_count() >= 1:
+        ...                                    # the GPU code
+    else:
+        d2l.show_recording('03-pinned-copy', gpus=1)
+
+The call is the cell's mark: its id (two digits of the lesson, then a name) finds
+the cell again however the lesson is reordered, and ``gpus`` says how many CUDA
+GPUs it needs. Without them, the call prints what the cell printed on a real GPU
+machine (``tools/record_gpu.py`` stores that in ``measurements/gpu-recording.json``
+with the GPU, driver, CUDA and PyTorch versions and the date). With them, the call
+raises: the cell took its fallback on a machine that could run it, and the test
+suite, run on a GPU machine, fails there.
+"""
+import base64
+import hashlib
+import json
+import os
+import pathlib
+import re
+import sys
+
+import torch
+
+__all__ = ['show_recording']
+
+RECORDING = 'gpu-recording.json'
+_ID = r'\d\d-[a-z0-9]+(?:-[a-z0-9]+)*'
+# The one form of the mark that the tests and tools/record_gpu.py recognise.
+MARK = re.compile(r"show_recording\(\s*'(" + _ID + r")'\s*,\s*gpus\s*=\s*(\d+)\s*\)")
+
+
+def source_hash(source):
+    """A cell's fingerprint: SHA-256 of its source, trailing blanks ignored."""
+    text = '\n'.join(line.rstrip() for line in source.strip().splitlines())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def gpu_cells(notebook_dir):
+    """Yield ``(lesson_file, cell_id, gpus, source)`` for every GPU-only cell, in lesson order."""
+    for path in sorted(pathlib.Path(notebook_dir).glob('[0-9][0-9]_*.ipynb')):
+        for cell in json.loads(path.read_text(encoding='utf-8'))['cells']:
+            src = cell['source'] if isinstance(cell['source'], str) else ''.join(cell['source'])
+            if cell['cell_type'] == 'code':
+                for cell_id, gpus in MARK.findall(src):
+                    yield path.name, cell_id, int(gpus), src
+
+
+def recording_path():
+    """Where the recording is read from: $COURSE_RECORDING, else the repository's measurements/."""
+    if os.environ.get('COURSE_RECORDING'):
+        return pathlib.Path(os.environ['COURSE_RECORDING'])
+    for root in (pathlib.Path(__file__).resolve().parent.parent, pathlib.Path.cwd().parent,
+                 pathlib.Path.cwd()):
+        if (root / 'measurements' / RECORDING).exists():
+            return root / 'measurements' / RECORDING
+    return None
+
+
+def machine_info():
+    """The GPU machine this process runs on: GPU name and count, driver, CUDA, PyTorch, date.
+
+    Used by the tools that record measurements, so that every recording says where it
+    was made. The driver version comes from NVML (``nvidia-ml-py``), else nvidia-smi.
+    """
+    import datetime
+    import platform
+    import subprocess
+    if not torch.cuda.is_available():
+        raise RuntimeError('machine_info() describes a CUDA machine; this one has no CUDA GPU')
+    driver = 'unknown'
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+    except Exception:
+        try:
+            driver = subprocess.run(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
+                                    capture_output=True, text=True, timeout=30).stdout.split()[0]
+        except Exception:
+            pass
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {'gpu': ', '.join(sorted(set(names))), 'gpu_count': len(names),
+            'capability': '.'.join(map(str, torch.cuda.get_device_capability(0))),
+            'driver': driver, 'cuda': torch.version.cuda, 'torch': torch.__version__,
+            'python': platform.python_version(),
+            'date': datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
+
+
+def machine_line(machine):
+    """One line saying where and when a recording was made."""
+    m = machine
+    return (f"{m['gpu_count']}x {m['gpu']} (driver {m['driver']}, CUDA {m['cuda']}, "
+            f"PyTorch {m['torch']}), {m['date']}")
+
+
+def _print_outputs(outputs):
+    for out in outputs:
+        if out['type'] == 'text':
+            print(out['text'], end='' if out['text'].endswith('\n') else '\n',
+                  file=sys.stderr if out.get('name') == 'stderr' else sys.stdout)
+        elif out['type'] == 'png':
+            try:
+                from IPython.display import Image, display
+            except ImportError:
+                print('[a figure: open the lesson in Jupyter to see it]')
+            else:
+                display(Image(data=base64.b64decode(out['data'])))
+
+
+def show_recording(cell_id, gpus=1):
+    """Fallback of a GPU-only cell: print what the cell printed on a real GPU machine.
+
+    Raises ``RuntimeError`` when this machine has ``gpus`` CUDA GPUs or more: the
+    cell should have run its GPU branch, so taking the fallback is a bug.
+    """
+    if not isinstance(cell_id, str) or not re.fullmatch(_ID, cell_id):
+        raise ValueError(f"cell_id must look like '03-pinned-copy', got {cell_id!r}")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f'gpus must be an int >= 1, got {gpus!r}')
+    have = torch.cuda.device_count()
+    if have >= gpus:
+        raise RuntimeError(f'cell {cell_id} needs {gpus} CUDA GPU(s) and this machine has {have}, '
+                           'yet it took its fallback branch: its GPU code did not run')
+    need = f'{gpus} CUDA GPUs' if gpus > 1 else 'a CUDA GPU'
+    path = recording_path()
+    if path is None:
+        print(f'[This cell needs {need}; none here, and no recording from real hardware '
+              f'is installed ({RECORDING} is missing).]')
+        return
+    rec = json.loads(path.read_text(encoding='utf-8'))
+    entry = rec['cells'].get(cell_id)
+    machine = rec['machine']
+    if entry is None:
+        if gpus > machine['gpu_count']:
+            print(f"[This cell needs {need}. The recording machine had {machine['gpu_count']}, "
+                  'so there is no recording of it.]')
+        else:
+            print(f'[This cell needs {need}. It has no recording yet: '
+                  'tools/record_gpu.py on a GPU machine makes one.]')
+        return
+    print(f'[Recorded on {machine_line(machine)}:]')
+    _print_outputs(entry['outputs'])
+
+
+def check_recording(recording, notebook_dir):
+    """Return what is wrong with ``recording`` against the GPU-only cells of ``notebook_dir``.
+
+    Each problem names the cell: a GPU-only cell with no recording (unless it needs
+    more GPUs than the recording machine had, and is listed as such), a recording
+    made from an older version of the cell (stale), or a recorded id no cell has.
+    An empty list means the recording matches the lessons.
+    """
+    problems, seen = [], set()
+    have = recording['machine']['gpu_count']
+    listed = recording.get('needs_more_gpus', {})
+    for lesson, cell_id, gpus, src in gpu_cells(notebook_dir):
+        seen.add(cell_id)
+        entry = recording['cells'].get(cell_id)
+        if entry is None:
+            if gpus > have and cell_id in listed:
+                continue
+            why = (f'needs {gpus} GPUs, the recording machine had {have}, and it is not listed '
+                   'in needs_more_gpus' if gpus > have else 'has no recording')
+            problems.append(f'{lesson}, cell {cell_id}: {why}')
+        elif entry['source_sha256'] != source_hash(src):
+            problems.append(f'{lesson}, cell {cell_id}: the cell changed since it was recorded '
+                            '(stale): record it again with tools/record_gpu.py on a GPU machine')
+    for cell_id in sorted((set(recording['cells']) | set(listed)) - seen):
+        problems.append(f'cell {cell_id} is recorded but no lesson has it')
+    return problems
