@@ -49,3 +49,87 @@ def test_split_batch_keeps_autograd_history():
 def test_split_batch_rejects_bad_input(X, y, devices, error, message):
     with pytest.raises(error, match=message):
         d2l.split_batch(X, y, devices)
+
+
+# ---- the lesson itself (notebooks/06_data_parallel.ipynb) ----
+import ast  # noqa: E402
+import threading  # noqa: E402
+import types  # noqa: E402
+
+from conftest import ROOT, code_cells, source  # noqa: E402
+
+from d2l_utils.recordings import MARK  # noqa: E402
+
+LESSON = ROOT / 'notebooks' / '06_data_parallel.ipynb'
+
+
+def lesson_function(name):
+    """Execute the lesson's cell that defines ``name`` and return the function."""
+    cell = next(c for c in code_cells(LESSON) if f'def {name}(' in source(c))
+    namespace = {'torch': torch, 'threading': threading}
+    exec(source(cell), namespace)
+    return namespace[name]
+
+
+class Recorder:
+    """A stand-in replica that notes the thread it was called from."""
+
+    def __init__(self):
+        self.thread = None
+
+    def __call__(self, x):
+        self.thread = threading.current_thread()      # kept alive, so never reused
+        return x
+
+
+def test_lesson_parallel_apply_uses_one_thread_per_replica_on_the_cpu():
+    parallel_apply = lesson_function('parallel_apply')
+    replicas, inputs = [Recorder() for _ in range(4)], [torch.full((2,), float(i)) for i in range(4)]
+    assert all(o is x for o, x in zip(parallel_apply(replicas, inputs), inputs, strict=True))
+    threads = {r.thread for r in replicas}
+    assert len(threads) == 4 and threading.current_thread() not in threads
+
+
+def test_lesson_parallel_apply_never_drives_mps_from_several_threads():
+    """PyTorch's MPS backend has crashed when used from threads at once (pytorch#197805)."""
+    parallel_apply = lesson_function('parallel_apply')
+    replicas = [Recorder() for _ in range(4)]
+    inputs = [types.SimpleNamespace(device=torch.device('mps'), i=i) for i in range(4)]
+    assert parallel_apply(replicas, inputs) == inputs
+    assert {r.thread for r in replicas} == {threading.current_thread()}
+
+
+def test_lesson_parallel_apply_hands_an_error_back_to_the_caller():
+    parallel_apply = lesson_function('parallel_apply')
+
+    def broken(x):
+        raise ValueError('replica failed')
+    with pytest.raises(ValueError, match='replica failed'):
+        parallel_apply([Recorder(), broken], [torch.zeros(1), torch.zeros(1)])
+
+
+def compared_cells():
+    return [c for c in code_cells(LESSON) if 'NBVAL_IGNORE_OUTPUT' not in source(c)]
+
+
+def test_compared_cells_give_data_parallel_exactly_one_device():
+    """Given all GPUs, DataParallel warns on stderr where their models differ (_check_balance)."""
+    calls = 0
+    for cell in compared_cells():
+        code = '\n'.join(l.split('%')[0] + 'pass' if l.lstrip().startswith('%') else l
+                         for l in source(cell).splitlines())             # IPython magics
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Call) and getattr(node.func, 'attr', None) == 'DataParallel':
+                calls += 1
+                ids = [k.value for k in node.keywords if k.arg == 'device_ids']
+                assert ids and isinstance(ids[0], ast.List) and len(ids[0].elts) == 1, ast.unparse(node)
+    assert calls >= 3
+
+
+@pytest.mark.parametrize('cell_id, gpus', [('06-library-functions', 1), ('06-real-split', 2),
+                                           ('06-params-on-first-device', 1), ('06-first-gpu-load', 2)])
+def test_gpu_only_cells_ask_for_the_gpus_they_use(cell_id, gpus):
+    cell = next(c for c in code_cells(LESSON) if (cell_id, str(gpus)) in MARK.findall(source(c)))
+    condition = source(cell).splitlines()[1]
+    expected = 'torch.cuda.is_available()' if gpus == 1 else f'torch.cuda.device_count() >= {gpus}'
+    assert condition == f'if {expected}:'
