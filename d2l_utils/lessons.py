@@ -5,12 +5,14 @@
 
 import operator
 import torch
+import re
+import contextlib
+import os
 import numbers
 import timeit
 import torch.utils.benchmark as benchmark
 import itertools
 from torch import nn
-import os
 import pathlib
 import subprocess
 import sys
@@ -35,6 +37,9 @@ __all__ = [
 # ---- from notebooks/01_devices.ipynb ----
 def num_gpus():
     """Return the number of accelerators PyTorch can use (CUDA/ROCm, MPS, XPU); 0 if none.
+
+    On CUDA this starts the CUDA driver in the process (``torch.cuda.is_available`` calls
+    ``cudaGetDeviceCount``), so set ``CUDA_VISIBLE_DEVICES`` before asking, never after.
 
     Defined in notebooks/01_devices.ipynb.
     """
@@ -76,11 +81,50 @@ def try_all_gpus():
 
 
 # ---- from notebooks/01_devices.ipynb ----
-def least_busy_gpus(k=1):
-    """Return the NVML (PCI bus order) indices of up to ``k`` GPUs with the most free memory.
+def _visible_nvml_indices(value, uuids):
+    """Return the NVML indices of the GPUs that ``CUDA_VISIBLE_DEVICES=value`` leaves visible.
 
-    Opens no CUDA context, so the answer can still go into CUDA_VISIBLE_DEVICES (with
-    CUDA_DEVICE_ORDER=PCI_BUS_ID). Returns [] when NVML or an NVIDIA driver is missing.
+    ``uuids`` are the machine's GPU UUIDs in NVML order; ``value`` None (unset) leaves all.
+    Entries are NVML indices, UUIDs or unique UUID prefixes. As in CUDA, the first entry
+    that names no GPU ends the list, and a GPU listed twice hides them all (the reading of
+    ``_parse_visible_devices`` in torch/cuda/__init__.py). Returns None for MIG instances.
+
+    Defined in notebooks/01_devices.ipynb.
+    """
+    if value is None:
+        return list(range(len(uuids)))
+    if not isinstance(value, str):
+        raise TypeError(f'CUDA_VISIBLE_DEVICES is a string, not {type(value).__name__}')
+    visible = []
+    for entry in (e.strip() for e in value.split(',')):
+        if entry.startswith('MIG-'):
+            return None
+        if re.fullmatch(r'[0-9]+', entry):
+            i = int(entry)
+        else:
+            matches = [j for j, u in enumerate(uuids) if entry and u.startswith(entry)]
+            i = matches[0] if len(matches) == 1 else len(uuids)
+        if i >= len(uuids):
+            break
+        if i in visible:
+            return []
+        visible.append(i)
+    return visible
+
+
+# ---- from notebooks/01_devices.ipynb ----
+def least_busy_gpus(k=1):
+    """Return the UUIDs of up to ``k`` GPUs with the most free memory, the freest first.
+
+    Asks NVML (``nvidia-ml-py``), which starts no CUDA. The answer is for a new process:
+    put ``','.join(uuids)`` in its ``CUDA_VISIBLE_DEVICES``; a UUID names one card whatever
+    ``CUDA_DEVICE_ORDER`` says. If ``CUDA_VISIBLE_DEVICES`` is already set (by a job
+    scheduler, say), only the GPUs it lists are candidates, and ties keep its order. Its
+    indices are taken as NVML's, as PyTorch's own NVML code takes them; CUDA agrees when
+    its order is NVML's (with CUDA_DEVICE_ORDER=PCI_BUS_ID, in practice), and UUIDs
+    leave no doubt. Returns [] when there is nothing to choose from: no ``nvidia-ml-py``, no
+    NVIDIA driver, any NVML error (a permission error too), MIG instances listed, no GPU
+    visible. Then leave ``CUDA_VISIBLE_DEVICES`` as it is.
 
     Defined in notebooks/01_devices.ipynb.
     """
@@ -89,19 +133,29 @@ def least_busy_gpus(k=1):
         raise ValueError('ask for at least one GPU (k >= 1)')
     try:
         import pynvml
-        pynvml.nvmlInit()
     except ImportError:
-        return []            # nvidia-ml-py is not installed
-    except pynvml.NVMLError:
-        return []            # no NVIDIA driver (or no NVIDIA GPU)
+        return []                          # nvidia-ml-py is not installed
     try:
-        free = []
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return []                          # no NVIDIA driver (or no NVIDIA GPU)
+    try:
+        gpus = []                          # (free bytes, UUID) in NVML order
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            free.append((pynvml.nvmlDeviceGetMemoryInfo(handle).free, -i))
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+            gpus.append((pynvml.nvmlDeviceGetMemoryInfo(handle).free, uuid))
+    except pynvml.NVMLError:
+        return []                          # e.g. no permission to query a GPU
     finally:
-        pynvml.nvmlShutdown()
-    return [-neg_i for _, neg_i in sorted(free, reverse=True)[:k]]
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+    visible = _visible_nvml_indices(os.environ.get('CUDA_VISIBLE_DEVICES'), [u for _, u in gpus])
+    if visible is None:
+        return []                          # MIG instances: not chosen by the card's memory
+    ranked = sorted((gpus[i] for i in visible), key=lambda g: -g[0])   # stable: ties keep order
+    return [uuid for _, uuid in ranked[:k]]
 
 
 # ---- from notebooks/03_copies_between_devices.ipynb ----

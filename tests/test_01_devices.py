@@ -70,38 +70,144 @@ def test_bad_index_is_a_clear_error(accelerators, bad, error, message):
         d2l.try_gpu(bad)
 
 
-def _fake_pynvml(free_by_index, fail_init=False):
+UUIDS = ["GPU-aa11-0000", "GPU-aa22-0000", "GPU-bb33-0000", "GPU-cc44-0000"]
+
+
+def _fake_pynvml(free_by_index, fail_at=None, uuids=UUIDS, as_bytes=False):
+    """A stand-in for nvidia-ml-py: GPU i has UUID uuids[i] and free_by_index[i] bytes free.
+
+    ``fail_at`` names the NVML call that raises (a permission error, a subclass of
+    NVMLError as in pynvml).
+    """
     class NVMLError(Exception):
         pass
-    mod = types.SimpleNamespace(NVMLError=NVMLError, shutdowns=[])
-    def init():
-        if fail_init:
-            raise NVMLError("Driver Not Loaded")
-    mod.nvmlInit = init
-    mod.nvmlShutdown = lambda: mod.shutdowns.append(True)
-    mod.nvmlDeviceGetCount = lambda: len(free_by_index)
-    mod.nvmlDeviceGetHandleByIndex = lambda i: i
-    mod.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(free=free_by_index[h])
+
+    class NVMLError_NoPermission(NVMLError):
+        pass
+
+    def call(name, result):
+        def f(*args):
+            mod.calls.append(name)
+            if name == fail_at:
+                raise NVMLError_NoPermission("Insufficient Permissions")
+            return result(*args)
+        return f
+
+    mod = types.SimpleNamespace(NVMLError=NVMLError, calls=[])
+    mod.nvmlInit = call("init", lambda: None)
+    mod.nvmlShutdown = call("shutdown", lambda: None)
+    mod.nvmlDeviceGetCount = call("count", lambda: len(free_by_index))
+    mod.nvmlDeviceGetHandleByIndex = call("handle", lambda i: i)
+    mod.nvmlDeviceGetUUID = call(
+        "uuid", lambda h: uuids[h].encode() if as_bytes else uuids[h])
+    mod.nvmlDeviceGetMemoryInfo = call(
+        "memory", lambda h: types.SimpleNamespace(free=free_by_index[h]))
     return mod
 
 
-def test_least_busy_gpus_sorts_by_free_memory(monkeypatch):
-    fake = _fake_pynvml([10, 40, 40, 20])
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    assert d2l.least_busy_gpus(1) == [1]          # ties go to the lower index
-    assert d2l.least_busy_gpus(3) == [1, 2, 3]
-    assert d2l.least_busy_gpus(9) == [1, 2, 3, 0]  # no more than there are
-    assert len(fake.shutdowns) == 3
+@pytest.fixture
+def nvml(monkeypatch):
+    """Install a fake pynvml; CUDA_VISIBLE_DEVICES starts unset."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    def install(*args, **kwargs):
+        fake = _fake_pynvml(*args, **kwargs)
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        return fake
+    return install
 
 
-def test_least_busy_gpus_without_a_driver_or_package(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([], fail_init=True))
+def test_least_busy_gpus_returns_uuids_freest_first(nvml):
+    fake = nvml([10, 40, 40, 20])
+    assert d2l.least_busy_gpus(1) == [UUIDS[1]]                 # ties go to NVML order
+    assert d2l.least_busy_gpus(3) == [UUIDS[1], UUIDS[2], UUIDS[3]]
+    assert d2l.least_busy_gpus(9) == [UUIDS[1], UUIDS[2], UUIDS[3], UUIDS[0]]   # no more than there are
+    assert fake.calls.count("init") == fake.calls.count("shutdown") == 3
+
+
+def test_least_busy_gpus_answer_is_a_cuda_visible_devices_value(nvml):
+    nvml([10, 40, 40, 20])
+    value = ",".join(d2l.least_busy_gpus(2))
+    assert value == "GPU-aa22-0000,GPU-bb33-0000"
+    assert d2l.lessons._visible_nvml_indices(value, UUIDS) == [1, 2]
+
+
+def test_least_busy_gpus_decodes_bytes_uuids_of_old_pynvml(nvml):
+    nvml([10, 40], as_bytes=True)
+    assert d2l.least_busy_gpus(2) == [UUIDS[1], UUIDS[0]]
+
+
+@pytest.mark.parametrize("visible, expected", [
+    ("3,0", [3, 0]),                          # only the scheduler's GPUs, freest first
+    ("0,3", [3, 0]),
+    ("2", [2]),
+    ("GPU-cc44-0000,GPU-aa11", [3, 0]),       # full UUIDs and unique prefixes
+    ("GPU-aa,3", []),                         # ambiguous prefix names no GPU: list ends there
+    ("0,7,3", [0]),                           # no GPU 7: the list ends there
+    ("0,-1,3", [0]),                          # as NVIDIA's example 0,2,-1,1
+    ("3,3", []),                              # a GPU listed twice: none visible
+    ("", []),                                 # every GPU hidden
+    ("MIG-0a1b2c3d", []),                     # MIG instances: nothing chosen
+])
+def test_least_busy_gpus_stays_within_cuda_visible_devices(nvml, monkeypatch, visible, expected):
+    nvml([10, 40, 30, 20])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    got = d2l.least_busy_gpus(4)
+    assert got == [UUIDS[i] for i in sorted(expected, key=lambda i: -[10, 40, 30, 20][i])]
+
+
+def test_least_busy_gpus_ties_keep_the_listed_order(nvml, monkeypatch):
+    nvml([5, 5, 5, 5])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0,1")
+    assert d2l.least_busy_gpus(3) == [UUIDS[2], UUIDS[0], UUIDS[1]]
+
+
+@pytest.mark.parametrize("fail_at", ["init", "count", "handle", "uuid", "memory"])
+def test_least_busy_gpus_gives_up_on_any_nvml_error(nvml, fail_at):
+    fake = nvml([10, 40], fail_at=fail_at)
     assert d2l.least_busy_gpus(2) == []
+    if fail_at != "init":
+        assert fake.calls[-1] == "shutdown"   # NVML is shut down again
+
+
+def test_least_busy_gpus_ignores_an_error_at_shutdown(nvml):
+    nvml([10, 40], fail_at="shutdown")
+    assert d2l.least_busy_gpus(1) == [UUIDS[1]]
+
+
+def test_least_busy_gpus_without_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)   # import pynvml -> ImportError
     assert d2l.least_busy_gpus(2) == []
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), ("2", TypeError)])
+def test_least_busy_gpus_on_a_machine_without_gpus(nvml):
+    nvml([])
+    assert d2l.least_busy_gpus(1) == []
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), ("2", TypeError),
+                                        (1.0, TypeError)])
 def test_least_busy_gpus_rejects_bad_k(bad, error):
     with pytest.raises(error):
         d2l.least_busy_gpus(bad)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, [0, 1, 2, 3]),
+    ("2,1", [2, 1]),                   # NVIDIA's examples: the listed order
+    ("0,2,-1,1", [0, 2]),              # ... and an invalid entry ends the list
+    (" 1 , 2 ", [1, 2]),
+    ("GPU-bb33-0000", [2]),
+    ("GPU-c", [3]),
+    ("GPU-aa", []),                    # ambiguous
+    ("GPU-", []),                      # ambiguous too
+    ("gpu0", []),
+    ("1,MIG-xyz", None),
+    ("1,1", []),
+])
+def test_visible_nvml_indices_reads_the_variable_as_cuda_does(value, expected):
+    assert d2l.lessons._visible_nvml_indices(value, UUIDS) == expected
+
+
+def test_visible_nvml_indices_rejects_a_non_string():
+    with pytest.raises(TypeError, match="string"):
+        d2l.lessons._visible_nvml_indices(2, UUIDS)
