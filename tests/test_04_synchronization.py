@@ -1,12 +1,25 @@
 """Lesson 4's claims about timing queued work, checked on any machine with a simulated
-device queue, and on a real GPU where there is one."""
+device queue, and on a real GPU where there is one; and the shape of its GPU-only cells."""
+import os
+import re
+import subprocess
+import sys
+import threading
 import time
 import warnings
 
 import pytest
 import torch
+from conftest import ROOT, cells, source
 
 import d2l_utils as d2l
+from d2l_utils.recordings import MARK
+
+LESSON = ROOT / "notebooks" / "04_synchronization.ipynb"
+GPU_CELLS = {"04-sync-debug-mode": 1, "04-timing-on-gpu": 1, "04-training-loop": 1,
+             "04-item-waits-for-the-queue": 1, "04-launch-blocking": 1}
+gil = pytest.mark.skipif(not getattr(sys, "_is_gil_enabled", lambda: True)(),
+                         reason="a free-threaded Python has no GIL to hold")
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 WORK_S = 0.05
@@ -76,3 +89,83 @@ def test_sync_debug_mode_flags_item():
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert any("synchroniz" in str(w.message) for w in caught)
+
+
+@cuda
+def test_sync_debug_mode_does_not_flag_an_explicit_synchronize():
+    # The lesson says so (torch.cuda.synchronize -> c10::cuda::device_synchronize, which does not
+    # call warn_or_error_on_sync); if a new PyTorch flags it, the lesson's prose must change.
+    torch.ones(10, device="cuda").sum()
+    try:
+        torch.cuda.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.synchronize()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert not any("synchroniz" in str(w.message) for w in caught)
+
+
+def test_cuda_errors_are_runtime_errors():
+    # The lesson's child script catches RuntimeError and its cell matches the message, not the
+    # class name: from PyTorch 2.8 (pytorch/pytorch#152023) a CUDA error is torch.AcceleratorError.
+    major, minor = (int(v) for v in re.findall(r"\d+", torch.__version__)[:2])
+    if (major, minor) >= (2, 8):
+        assert issubclass(torch.AcceleratorError, RuntimeError)
+
+
+@cuda
+@pytest.mark.skipif(torch.version.hip is not None, reason="ROCm builds may compile kernel asserts out")
+def test_a_kernel_assert_is_raised_as_a_cuda_error_by_the_line_that_caused_it_when_launches_block():
+    script = ("import torch\n"
+              "x, i = torch.zeros(10, device='cuda'), torch.tensor([20], device='cuda')\n"
+              "try:\n    x[i]; print('returned')\n"
+              "except RuntimeError as e:\n    print(str(e).splitlines()[0])\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}).stdout
+    assert out.startswith("CUDA error:") and "returned" not in out
+
+
+def counting_rate(call):
+    """Counts per ms that another Python thread makes while ``call()`` runs (as in the lesson)."""
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+    thread = threading.Thread(target=spin)
+    thread.start()
+    time.sleep(0.02)
+    before, start = count[0], time.perf_counter()
+    call()
+    after, seconds = count[0], time.perf_counter() - start
+    stop.set()
+    thread.join()
+    return (after - before) / (seconds * 1e3)
+
+
+@gil
+def test_other_threads_run_during_a_pytorch_call_and_not_during_a_call_that_holds_the_gil():
+    m = torch.randn(1024, 1024)
+    best = 0.0
+    for _ in range(3):                      # the best of three tries: other tests share the cores
+        in_torch = counting_rate(lambda: m @ m @ m)
+        holding = counting_rate(lambda: sum(range(15_000_000)))
+        best = max(best, in_torch / max(holding, 1e-3))
+        if best > 5:
+            break
+    assert best > 5
+
+
+def test_the_gpu_only_cells_are_marked_and_ask_for_cuda():
+    found = {}
+    for cell in cells(LESSON):
+        src = source(cell)
+        assert "No CUDA GPU here" not in src
+        marks = MARK.findall(src) if cell["cell_type"] == "code" else []
+        for cell_id, gpus in marks:
+            found[cell_id] = int(gpus)
+            assert src.startswith("# NBVAL_IGNORE_OUTPUT\n"), cell_id
+            assert "\nif torch.cuda.is_available():\n" in src, cell_id
+            assert src.rstrip().endswith(f"d2l.show_recording('{cell_id}', gpus={gpus})"), cell_id
+    assert found == GPU_CELLS
