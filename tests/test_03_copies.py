@@ -169,13 +169,11 @@ def test_measure_gpu_script_exits_with_status_2_without_cuda(tmp_path):
 def test_measure_gpu_records_what_the_lessons_read():
     import measure_gpu
     record = measure_gpu.measure(torch.device("cpu"), sizes=[1024, 4096], pinned_too=False,
-                                 min_run_time=0.01, width=16, matmul=32, pin_bytes=2**16)
+                                 min_run_time=0.01, pin_bytes=2**16)
     for rec in record["copies"].values():          # lesson 3: the plot and the printed fits
         assert len(rec["nbytes"]) == len(rec["bytes_per_s"]) == len(rec["seconds"]) == 2
         assert rec["latency_s"] == rec["latency_s"] and rec["fit_bytes_per_s"] > 0
     assert record["pin_cost"]["host_copy_s"] > 0 and record["pin_cost"]["pageable_copy_s"] > 0
-    assert record["training_loop"]["item_every_step_s"] > 0 < record["training_loop"]["sum_on_device_s"]
-    assert record["timing"]["naive_s"] > 0 < record["timing"]["synchronized_s"]   # lesson 4
 
 
 def test_measure_gpu_pins_first_before_the_copies_pin(monkeypatch):
@@ -183,7 +181,7 @@ def test_measure_gpu_pins_first_before_the_copies_pin(monkeypatch):
     # PyTorch's caching host allocator would hand the freed block back.
     import measure_gpu
     calls = []
-    for name in ["pin_cost", "copies", "call_overhead", "timing", "training_loop"]:
+    for name in ["pin_cost", "copies"]:
         monkeypatch.setattr(measure_gpu, name, lambda *a, name=name: calls.append(name) or {})
     measure_gpu.measure(torch.device("cpu"))
     assert calls[0] == "pin_cost"
@@ -194,8 +192,8 @@ def test_measure_gpu_pins_first_before_the_copies_pin(monkeypatch):
 def test_measure_gpu_documents_every_key_it_writes():
     import measure_gpu
     record = measure_gpu.measure(torch.device("cpu"), sizes=[1024, 4096], pinned_too=False,
-                                 min_run_time=0.01, width=16, matmul=32, pin_bytes=2**16)
-    keys = set(record) | {"pin_first_s", "pin_again_s", "pinned_copy_s", "events_s"}
+                                 min_run_time=0.01, pin_bytes=2**16)
+    keys = set(record) | {"pin_first_s", "pin_again_s", "pinned_copy_s"}
     for rec in record.values():
         keys |= set(rec)
         keys |= {k for v in rec.values() if isinstance(v, dict) for k in v}

@@ -1,4 +1,4 @@
-"""Record the GPU figures that lessons 3 and 4 cannot measure on a machine without one.
+"""Record the GPU copy figures that lesson 3 plots for readers without a GPU.
 
     python tools/measure_gpu.py                      # writes measurements/gpu.json
     python tools/measure_gpu.py --out /tmp/gpu.json  # somewhere else
@@ -21,7 +21,7 @@ machine        d2l_utils.recordings.machine_info() (gpu, gpu_count, capability, 
                (read before any copy: an idle link may slow down to save power), and
                load_generation, load_width (the fastest reading during pinned
                host->device copies: the link as copies use it).
-torch, date    PyTorch version; UTC time of the run (also kept here, where lesson 4 reads them)
+torch, date    PyTorch version; UTC time of the run
 script         "tools/measure_gpu.py"
 pin_cost       measured first, on a size class (32 MiB) that nothing had pinned before:
                nbytes; pin_first_s (the first pin_memory() of that size: allocate and
@@ -33,24 +33,21 @@ pin_cost       measured first, on a size class (32 MiB) that nothing had pinned 
 copies         "cpu->cuda:0 pageable", "cpu->cuda:0 pinned", "cuda:0->cpu pageable",
                "cuda:0->cpu pinned", each: nbytes, seconds, bytes_per_s (lists, 1 KiB to
                256 MiB), latency_s and fit_bytes_per_s (fit_latency_bandwidth over all sizes).
-call_overhead  many_copies_s (1000 host->device copies of 1 KiB), one_copy_s (one of
-               1000 KiB), many_adds_s (1000 adds of 1000 floats), one_add_s (one of 10^6).
-timing         n, naive_s, synchronized_s, time_op_s, events_s: one n x n matmul (lesson 4).
-training_loop  width, batch, steps, item_every_step_s, sum_on_device_s (lesson 4).
+
+Lesson 4's GPU figures are not here: its GPU-only cells print them, and
+tools/record_gpu.py records what they printed.
 """
 import argparse
 import datetime
 import json
 import pathlib
 import platform
-import statistics
 import subprocess
 import sys
 import time
 import types
 
 import torch
-from torch import nn
 
 import d2l_utils as d2l
 from d2l_utils.recordings import machine_info
@@ -272,84 +269,13 @@ def pin_cost(device, nbytes, pinned_too, min_run_time):
     return out
 
 
-def call_overhead(device, min_run_time):
-    """1000 copies of 1 KiB against one of 1000 KiB; 1000 small adds against one large add."""
-    host = torch.device("cpu")
-    pieces = [torch.ones(1024, dtype=torch.uint8) for _ in range(1000)]
-    targets = [torch.empty(1024, dtype=torch.uint8, device=device) for _ in range(1000)]
-    whole, target = torch.ones(1024 * 1000, dtype=torch.uint8), torch.empty(1024 * 1000, dtype=torch.uint8, device=device)
-    smalls = [torch.ones(1000, device=device) for _ in range(1000)]
-    large = torch.ones(1000, 1000, device=device)
-    return {"many_copies_s": d2l.time_op(lambda: [b.copy_(a) for a, b in zip(pieces, targets)], [host, device], min_run_time),
-            "one_copy_s": d2l.time_op(lambda: target.copy_(whole), [host, device], min_run_time),
-            "many_adds_s": d2l.time_op(lambda: [s + 1 for s in smalls], device, min_run_time),
-            "one_add_s": d2l.time_op(lambda: large + 1, device, min_run_time)}
-
-
-def timing(device, n, min_run_time):
-    """One n x n matmul: naive clock, synchronized clock, time_op, CUDA events (medians)."""
-    a = torch.randn(n, n, device=device) / n**0.5
-    a @ a
-    d2l.synchronize(device)
-
-    def clock(wait_at_end):
-        d2l.synchronize(device)
-        start = time.perf_counter()
-        a @ a
-        if wait_at_end:
-            d2l.synchronize(device)
-        return time.perf_counter() - start
-
-    out = {"n": n, "naive_s": statistics.median(clock(False) for _ in range(11)),
-           "synchronized_s": statistics.median(clock(True) for _ in range(11)),
-           "time_op_s": d2l.time_op(lambda: a @ a, device, min_run_time)}
-    if device.type == "cuda":
-        ms = []
-        for _ in range(11):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(); a @ a; end.record()
-            end.synchronize()
-            ms.append(start.elapsed_time(end))
-        out["events_s"] = statistics.median(ms) / 1e3
-    return out
-
-
-def train(net, X, y, steps, read_every_step):
-    """Lesson 4's loop: SGD for `steps` steps; the loss read every step or summed on the device."""
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
-    total = 0.0 if read_every_step else torch.zeros((), device=X.device)
-    for _ in range(steps):
-        loss = nn.functional.mse_loss(net(X), y)
-        optimizer.zero_grad(); loss.backward(); optimizer.step()
-        if read_every_step:
-            total += loss.item()
-        else:
-            total += loss.detach()
-    return float(total) / steps
-
-
-def training_loop(device, width, batch, steps, min_run_time):
-    """Time lesson 4's two loops on the same network and data."""
-    torch.manual_seed(0)
-    X, y = torch.randn(batch, width, device=device), torch.randn(batch, 1, device=device)
-    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                        nn.Linear(width, 1)).to(device)
-    return {"width": width, "batch": batch, "steps": steps,
-            "item_every_step_s": d2l.time_op(lambda: train(net, X, y, steps, True), device, min_run_time),
-            "sum_on_device_s": d2l.time_op(lambda: train(net, X, y, steps, False), device, min_run_time)}
-
-
-def measure(device, sizes=SIZES, pinned_too=True, min_run_time=0.1, width=1024, matmul=4096,
-            pin_bytes=PIN_BYTES):
+def measure(device, sizes=SIZES, pinned_too=True, min_run_time=0.1, pin_bytes=PIN_BYTES):
     """Every measurement, as the dictionary written to gpu.json (without the machine).
 
     pin_cost runs first, before the copies pin blocks of their own sizes.
     """
     out = {"pin_cost": pin_cost(device, pin_bytes, pinned_too, min_run_time)}
     out["copies"] = copies(device, sizes, pinned_too, min_run_time)
-    out["call_overhead"] = call_overhead(device, min_run_time)
-    out["timing"] = timing(device, matmul, min_run_time)
-    out["training_loop"] = training_loop(device, width, width, 20, min_run_time)
     return out
 
 
