@@ -1,0 +1,189 @@
+"""The teacher's guide (teaching/): its structure, checked so that it cannot drift from the lessons.
+
+One page per lesson, named like its notebook (teaching/01_devices.md for
+notebooks/01_devices.ipynb), with the same sections in the same order; exactly three
+questions, each answered; 45- and 90-minute plans whose minutes fit, each with a pause
+for a question. Every GPU-only cell of a lesson (``d2l.show_recording('<id>', gpus=N)``)
+is listed on its page with its number of GPUs, and no page names an id that no cell has.
+Every section a page names as § "..." is a heading of its lesson, every relative link
+resolves, and the index's table has the right counts. Nothing is executed.
+"""
+import re
+from collections import Counter
+
+import pytest
+from conftest import NOTEBOOKS, ROOT, cells, source
+
+from d2l_utils.recordings import gpu_cells
+
+TEACHING = ROOT / "teaching"
+INDEX = TEACHING / "README.md"
+PAGES = [TEACHING / f"{nb.stem}.md" for nb in NOTEBOOKS]
+SECTIONS = ["## 45 minutes", "## 90 minutes", "## Run live", "## From a recording", "## Questions",
+            "## Common mistakes", "## Skip when short of time", "## As a slideshow"]
+PLANS = {"## 45 minutes": 45, "## 90 minutes": 90}
+LESSON_NUMBERS = "|".join(nb.name[:2] for nb in NOTEBOOKS)
+# A cell id as the tools read it (d2l_utils.recordings), starting with a lesson's number,
+# so that '64-bit' is not taken for one.
+CELL_ID = re.compile(rf"(?<![\w-])((?:{LESSON_NUMBERS})-[a-z0-9]+(?:-[a-z0-9]+)*)(?![\w-])")
+SECTION_REF = re.compile(r'§ "([^"]+)"')
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def by_lesson():
+    """{notebook name: {cell id: gpus}} for every GPU-only cell."""
+    found = {nb.name: {} for nb in NOTEBOOKS}
+    for lesson, cell_id, gpus, _ in gpu_cells(ROOT / "notebooks"):
+        found[lesson][cell_id] = gpus
+    return found
+
+
+GPU_CELLS = by_lesson()
+
+
+def section(text, heading):
+    """The lines under ``heading`` up to the next heading of the same or a higher level."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines))
+                if re.match(r"#{1,%d} " % level, lines[i])), len(lines))
+    return lines[start:end]
+
+
+def table_rows(lines):
+    """The cells of a Markdown table's body rows (the header and the separator left out)."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in lines if line.strip().startswith("|")]
+    return [r for r in rows[1:] if not all(re.fullmatch(r":?-+:?", c) for c in r)]
+
+
+def headings(notebook):
+    """The headings of a notebook's Markdown cells, without the #'s."""
+    return {line.lstrip("#").strip() for c in cells(notebook) if c["cell_type"] == "markdown"
+            for line in source(c).splitlines() if re.match(r"#{1,6} ", line)}
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def pairs():
+    return list(zip(NOTEBOOKS, PAGES))
+
+
+def test_every_lesson_has_a_page_and_every_page_a_lesson():
+    assert NOTEBOOKS
+    missing = [p.name for p in PAGES if not p.exists()]
+    assert not missing, f"teaching/ has no page for these lessons: {missing}"
+    extra = {p.name for p in TEACHING.glob("*.md")} - {p.name for p in PAGES} - {INDEX.name}
+    assert not extra, f"teaching/ has pages for no lesson: {sorted(extra)}"
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_page_has_the_sections_in_order(notebook, page):
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found = [line for line in lines if line.startswith("## ")]
+    assert found == SECTIONS, f"{page.name}: sections {found}, expected exactly {SECTIONS}"
+    assert f"../notebooks/{notebook.name}" in page.read_text(encoding="utf-8"), (
+        f"{page.name} must link its notebook")
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_plans_fit_their_time_and_pause_for_questions(notebook, page):
+    text = page.read_text(encoding="utf-8")
+    for heading, limit in PLANS.items():
+        rows = table_rows(section(text, heading))
+        assert len(rows) >= 3, f"{page.name}, {heading}: a table of at least three parts"
+        bad = [r for r in rows if not re.fullmatch(r"[1-9]\d*", r[0])]
+        assert not bad, f"{page.name}, {heading}: the first column holds minutes: {bad}"
+        total = sum(int(r[0]) for r in rows)
+        assert total <= limit, f"{page.name}, {heading}: the parts add up to {total} minutes"
+        assert any("**Pause:**" in " ".join(r) for r in rows), (
+            f"{page.name}, {heading}: say where to pause for a question (**Pause:**)")
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_exactly_three_questions_each_with_an_answer(notebook, page):
+    lines = section(page.read_text(encoding="utf-8"), "## Questions")
+    titles = [line for line in lines if line.startswith("### ")]
+    assert [t.split(".")[0] for t in titles] == ["### Q1", "### Q2", "### Q3"], (
+        f"{page.name}: three questions titled '### Q1. ...' to '### Q3. ...', got {titles}")
+    text = page.read_text(encoding="utf-8")
+    for title in titles:
+        body = section(text, title)
+        assert sum(line.startswith("**Answer.**") for line in body) == 1, (
+            f"{page.name}, {title}: one answer, starting with **Answer.**")
+        answer = " ".join(body[next(i for i, l in enumerate(body) if l.startswith("**Answer.**")):])
+        assert len(answer.split()) >= 20, f"{page.name}, {title}: the answer is too short to be precise"
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_every_gpu_only_cell_is_listed_with_its_gpus(notebook, page):
+    rows = table_rows(section(page.read_text(encoding="utf-8"), "## From a recording"))
+    listed = {r[0].strip("`"): r[1] for r in rows if len(r) >= 3}
+    expected = {cell_id: str(gpus) for cell_id, gpus in GPU_CELLS[notebook.name].items()}
+    assert listed == expected, (
+        f"{page.name}: the table under 'From a recording' must list exactly this lesson's "
+        f"GPU-only cells as | `id` | GPUs | what it shows |; listed {listed}, the lesson has {expected}")
+    text = " ".join(section(page.read_text(encoding="utf-8"), "## From a recording"))
+    for cell_id, gpus in GPU_CELLS[notebook.name].items():
+        if gpus >= 2:   # the recording machine has one GPU: say what to do instead
+            assert text.count(cell_id) >= 2 and "multi-GPU server" in text, (
+                f"{page.name}: below the table, say what to do for {cell_id}, which needs {gpus} "
+                "GPUs and has no recording (describe it, or run it on a multi-GPU server)")
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_counts_of_gpu_only_cells_in_the_text_are_right(notebook, page):
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    counts = [int(n) for n in re.findall(r"(\d+) GPU-only cells?\b", text)]
+    assert counts, f"{page.name}: say how many GPU-only cells the lesson has ('N GPU-only cells')"
+    assert set(counts) == {len(GPU_CELLS[notebook.name])}, (
+        f"{page.name} says {counts} GPU-only cells; the lesson has {len(GPU_CELLS[notebook.name])}")
+
+
+@pytest.mark.parametrize("page", [INDEX, *PAGES], ids=lambda p: p.name)
+def test_no_page_names_a_cell_that_does_not_exist(page):
+    known = {cell_id: lesson for lesson, ids in GPU_CELLS.items() for cell_id in ids}
+    named = set(CELL_ID.findall(page.read_text(encoding="utf-8")))
+    unknown = sorted(named - set(known))
+    assert not unknown, f"{page.name} names GPU-only cells that no lesson has: {unknown}"
+    if page != INDEX:
+        elsewhere = sorted(i for i in named if known[i][:2] != page.name[:2])
+        assert not elsewhere, f"{page.name} names cells of other lessons: {elsewhere}"
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_named_sections_are_headings_of_the_lesson(notebook, page):
+    named = {" ".join(ref.split()) for ref in SECTION_REF.findall(page.read_text(encoding="utf-8"))}
+    missing = sorted(named - headings(notebook))
+    assert not missing, (f"{page.name} names sections that {notebook.name} does not have "
+                         f"(renamed?): {missing}")
+
+
+@pytest.mark.parametrize("page", [INDEX, *PAGES], ids=lambda p: p.name)
+def test_relative_links_resolve(page):
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):                 # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        assert dest.exists(), f"{page.name}: broken link {target}"
+        if anchor and dest.suffix == ".md":
+            slugs = {slug(line.lstrip("#").strip())
+                     for line in dest.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+            assert anchor in slugs, f"{page.name}: no heading for the anchor in {target}"
+
+
+def test_index_lists_every_page_with_its_gpu_cells():
+    rows = table_rows(section(INDEX.read_text(encoding="utf-8"), "## The lessons"))
+    for notebook, page in pairs():
+        row = next((r for r in rows if f"]({page.name})" in " ".join(r)), None)
+        assert row is not None, f"teaching/README.md: no row links {page.name}"
+        assert f"](../notebooks/{notebook.name})" in " ".join(row), f"the row of {page.name} links its notebook"
+        gpus = Counter(g >= 2 for g in GPU_CELLS[notebook.name].values())
+        assert row[-2:] == [str(sum(gpus.values())), str(gpus[True])], (
+            f"teaching/README.md, row of {page.name}: GPU-only cells and those needing 2+ GPUs "
+            f"should read {sum(gpus.values())} and {gpus[True]}, not {row[-2:]}")
