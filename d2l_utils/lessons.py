@@ -13,9 +13,16 @@ import timeit
 import torch.utils.benchmark as benchmark
 import itertools
 from torch import nn
-import pathlib
+import ctypes
+import signal
 import subprocess
+import time
 import sys
+import tempfile
+import uuid
+import pathlib
+import gc
+import json
 
 
 __all__ = [
@@ -30,7 +37,16 @@ __all__ = [
     'synthetic_data',
     'train_epoch',
     'split_batch',
+    'run_processes',
     'torchrun',
+    'training_memory',
+    'saved_tensor_bytes',
+    'cpu_memory_timeline',
+    'peak_memory',
+    'round_mantissa',
+    'tf32_matmuls_enabled',
+    'tf32_matmuls',
+    'bytes_saved_for_backward',
 ]
 
 
@@ -365,13 +381,189 @@ def split_batch(X, y, devices):
 
 
 # ---- from notebooks/07_distributed_data_parallel.ipynb ----
+def _die_with_parent(sig=signal.SIGTERM):
+    """A ``preexec_fn`` for ``subprocess.Popen`` on Linux: the child gets ``sig`` when we die.
+
+    prctl(PR_SET_PDEATHSIG) ties the child to the thread that started it, so that thread
+    must outlive the child (``run_processes`` waits for its children).
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    prctl = ctypes.CDLL(None, use_errno=True).prctl     # looked up now, not in the child
+    parent = os.getpid()
+
+    def in_child():
+        prctl(1, int(sig))                               # 1 is PR_SET_PDEATHSIG
+        if os.getppid() != parent:                       # we died before that call
+            os.kill(os.getpid(), sig)
+    return in_child
+
+
+def _process_table(marker):
+    """Every process, as ``{pid: (parent pid, process group, whether its environment has marker)}``.
+
+    On Linux from /proc (the environment a process started with); elsewhere from ``ps``,
+    which does not show environments.
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    if not os.path.isdir('/proc/self'):
+        out = subprocess.run(['ps', '-A', '-o', 'pid=,ppid=,pgid='], capture_output=True, text=True)
+        return {int(p): (int(pp), int(g), False) for p, pp, g in map(str.split, out.stdout.splitlines())}
+    table, needle = {}, marker.encode() + b'\0'
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{pid}/stat', 'rb') as f:   # "pid (name) state ppid pgrp ..."
+                ppid, group = f.read().rsplit(b')', 1)[1].split()[1:3]
+        except OSError:                                  # it ended while we looked
+            continue
+        try:
+            with open(f'/proc/{pid}/environ', 'rb') as f:
+                marked = needle in f.read()
+        except OSError:                                  # not ours to read
+            marked = False
+        table[int(pid)] = int(ppid), int(group), marked
+    return table
+
+
+# ---- from notebooks/07_distributed_data_parallel.ipynb ----
+def _signal(send, target, sig):
+    """``send(target, sig)``, ignoring a target that is gone or not ours.
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    try:
+        send(target, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_all(roots, marker):
+    """SIGKILL the processes ``roots``, their descendants and process groups, and (on Linux)
+    every process whose environment holds ``marker``, wherever it now hangs in the tree.
+
+    Each process is stopped (SIGSTOP) as soon as it is found: stopped, it starts no new
+    process, and its children cannot be orphaned, and lost, while we look.
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    groups = {}                                          # pid -> its process group
+    try:
+        while True:
+            table = _process_table(marker)
+            found = [*roots, *(p for p, (_, _, marked) in table.items() if marked)]
+            for p in found:                              # the list grows as we walk it
+                found += [c for c, (parent, _, _) in table.items() if parent == p and c not in found]
+            new = [p for p in found if p not in groups and p != os.getpid()]
+            if not new:
+                break
+            for p in new:
+                groups[p] = table.get(p, (0, p, False))[1]
+                _signal(os.kill, p, signal.SIGSTOP)
+    finally:                                             # even if interrupted: none stays stopped
+        for group in set(groups.values()) - {os.getpgrp()}:   # never our own group
+            _signal(os.killpg, group, signal.SIGKILL)
+        for p in groups:
+            _signal(os.kill, p, signal.SIGKILL)
+
+
+# ---- from notebooks/07_distributed_data_parallel.ipynb ----
+def _stop(procs, marker, grace=5):
+    """Leave none of ``procs``, nor anything they started, running: SIGTERM, then SIGKILL.
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    try:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()            # torchrun, on SIGTERM, stops its workers and exits
+        end = time.monotonic() + grace
+        for p in procs:
+            try:
+                p.wait(max(end - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:                             # also if interrupted again while waiting
+        if os.name == 'posix':           # a pid not reaped yet is still its process's
+            _kill_all([p.pid for p in procs if p.returncode is None], marker)
+        else:
+            for p in procs:
+                if p.returncode is None:
+                    p.kill()
+        for p in procs:
+            p.wait()
+
+
+# ---- from notebooks/07_distributed_data_parallel.ipynb ----
+def _text(file):
+    """The whole content of a binary temporary file, as text.
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    file.seek(0)
+    return file.read().decode(errors='replace')
+
+
+def run_processes(commands, timeout=300, env=None):
+    """Start ``commands`` together, wait for all of them, and leave no process behind.
+
+    ``commands`` is a list of commands, each a list of strings. Returns one
+    ``subprocess.CompletedProcess`` per command, stdout and stderr as text. ``env`` adds
+    variables to the children's environment only. After ``timeout`` seconds
+    ``subprocess.TimeoutExpired`` is raised, with one output text per command.
+
+    However the call ends (the commands end, the time limit, KeyboardInterrupt), the
+    commands still running get SIGTERM, 5 s later SIGKILL with all they started; on Linux,
+    any process they started that is still alive is then killed too. If this process dies,
+    on Linux each command gets SIGTERM (torchrun then stops its workers); on macOS and
+    Windows nothing stops them, and on Windows SIGKILL reaches the commands only.
+
+    Defined in notebooks/07_distributed_data_parallel.ipynb.
+    """
+    if not isinstance(commands, (list, tuple)) or not all(
+            isinstance(c, (list, tuple)) and c and all(isinstance(a, (str, os.PathLike)) for a in c)
+            for c in commands):
+        raise TypeError(f'commands must be a list of commands, each a non-empty list of strings: {commands!r}')
+    if not commands:
+        raise ValueError('commands is empty: nothing to run')
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f'timeout must be a number of seconds, not {type(timeout).__name__}')
+    if not timeout > 0:
+        raise ValueError(f'timeout must be > 0 seconds, got {timeout}')
+    if env is not None and not (isinstance(env, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        raise TypeError(f'env must be a dict of strings, got {env!r}')
+    key, value = 'D2L_RUN_PROCESSES', uuid.uuid4().hex   # a marker that all they start inherit
+    marker, env = f'{key}={value}', {**os.environ, **(env or {}), key: value}
+    linux, procs, timed_out = sys.platform.startswith('linux'), [], False
+    with contextlib.ExitStack() as files:
+        logs = [[files.enter_context(tempfile.TemporaryFile()) for _ in 'oe'] for _ in commands]
+        try:
+            for cmd, (out, err) in zip(commands, logs):
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True,
+                                              preexec_fn=_die_with_parent() if linux else None))
+            deadline = time.monotonic() + timeout
+            for p in procs:
+                p.wait(max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:                         # every way out, KeyboardInterrupt included
+            _stop(procs, marker)
+        texts = [(_text(out), _text(err)) for out, err in logs]
+    if timed_out:
+        raise subprocess.TimeoutExpired(commands, timeout, [o for o, _ in texts], [e for _, e in texts])
+    return [subprocess.CompletedProcess(c, p.returncode, o, e) for c, p, (o, e) in zip(commands, procs, texts)]
+
+
+# ---- from notebooks/07_distributed_data_parallel.ipynb ----
 def torchrun(script, nproc_per_node, *script_args, timeout=300, env=None):
     """Run ``script`` with ``torchrun --standalone --nproc-per-node=N`` and wait for it.
 
     Returns the finished ``subprocess.CompletedProcess``, with stdout and stderr as text;
     a failed run has a non-zero ``returncode``. ``env`` adds variables to the children's
-    environment only. After ``timeout`` seconds torchrun is told to stop (it then stops
-    its workers) and ``subprocess.TimeoutExpired`` is raised.
+    environment only. It runs through ``run_processes``: after ``timeout`` seconds
+    (``subprocess.TimeoutExpired``), on an interrupt, and on Linux if this process dies,
+    torchrun and its workers are stopped.
 
     Defined in notebooks/07_distributed_data_parallel.ipynb.
     """
@@ -383,22 +575,252 @@ def torchrun(script, nproc_per_node, *script_args, timeout=300, env=None):
         raise TypeError(f'nproc_per_node must be an int, not {type(nproc_per_node).__name__}')
     if nproc_per_node < 1:
         raise ValueError(f'nproc_per_node must be >= 1, got {nproc_per_node}')
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f'timeout must be a number of seconds, not {type(timeout).__name__}')
-    if timeout <= 0:
-        raise ValueError(f'timeout must be > 0 seconds, got {timeout}')
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone',
            '--nproc-per-node', str(nproc_per_node), os.fspath(script), *map(str, script_args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.terminate()                 # SIGTERM: torchrun stops its workers, then exits
-        try:
-            proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()                  # last resort, if torchrun itself does not stop
-            proc.wait()
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        return run_processes([cmd], timeout=timeout, env=env)[0]
+    except subprocess.TimeoutExpired as e:           # one command: its texts, not lists of them
+        raise subprocess.TimeoutExpired(cmd, timeout, e.output[0], e.stderr[0]) from None
+
+
+# ---- from notebooks/08_gpu_memory.ipynb ----
+_STATE_TENSORS = {'sgd': 0, 'momentum': 1, 'adam': 2, 'adamw': 2}   # per parameter
+
+
+def training_memory(model, optimizer='adam', master_weights=False):
+    """Return the bytes that training ``model`` keeps from step to step, by kind.
+
+    A dict with 'parameters' (parameters and buffers), 'gradients' (one per trainable
+    parameter, in its dtype), 'optimizer state' and 'master weights'. ``optimizer`` is
+    'sgd' (no state), 'momentum' (one buffer per parameter) or 'adam'/'adamw' (two);
+    Adam's step counters (a number per tensor) are left out. With
+    ``master_weights=True`` the optimizer keeps a float32 copy of lower-precision
+    parameters and its state in float32 (mixed precision). Works on the ``meta`` device.
+    Activations depend on the input and are not included (see ``saved_tensor_bytes``).
+
+    Defined in notebooks/08_gpu_memory.ipynb.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f'model must be an nn.Module, not {type(model).__name__}')
+    if optimizer not in _STATE_TENSORS:
+        raise ValueError(f'optimizer must be one of {sorted(_STATE_TENSORS)}, not {optimizer!r}')
+    if not isinstance(master_weights, bool):
+        raise TypeError(f'master_weights must be True or False, not {master_weights!r}')
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if master_weights and any(p.dtype == torch.float32 for p in trainable):
+        raise ValueError('master_weights=True is for lower-precision parameters; '
+                         'float32 parameters are their own master copy')
+    count = sum(p.numel() for p in trainable)
+    nbytes = sum(p.numel() * p.element_size() for p in trainable)
+    state = 4 * count if master_weights else nbytes             # bytes of one state tensor
+    return {'parameters': sum(t.numel() * t.element_size()
+                              for t in [*model.parameters(), *model.buffers()]),
+            'gradients': nbytes,
+            'optimizer state': _STATE_TENSORS[optimizer] * state,
+            'master weights': 4 * count if master_weights else 0}
+
+
+# ---- from notebooks/08_gpu_memory.ipynb ----
+def saved_tensor_bytes(fn, exclude=()):
+    """Run ``fn()`` and return the bytes of the tensors autograd saves for the backward pass.
+
+    These are the activations, which stay in memory until ``backward()``. Views of one
+    storage are counted once, by the whole storage; the storages of the tensors in
+    ``exclude`` (say the parameters and the input batch, which exist anyway) are not
+    counted. Works on the ``meta`` device, so a model too large for this machine can be
+    measured without memory.
+
+    Defined in notebooks/08_gpu_memory.ipynb.
+    """
+    if not callable(fn):
+        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
+    exclude = list(exclude)
+    if not all(isinstance(t, torch.Tensor) for t in exclude):
+        raise TypeError('exclude must hold tensors, e.g. [*model.parameters(), x]')
+    skip = {id(t.untyped_storage()) for t in exclude}     # a storage keeps one Python object
+    saved = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if id(storage) not in skip:
+            saved[id(storage)] = storage
+        return t.detach()              # t itself would make a reference cycle (see the docs)
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(s.nbytes() for s in saved.values())
+
+
+# ---- from notebooks/08_gpu_memory.ipynb ----
+def cpu_memory_timeline(fn):
+    """Run ``fn()`` under PyTorch's profiler; return the CPU memory it held over time.
+
+    A dict: 'seconds' and 'bytes', the memory allocated by ``fn`` and still held after
+    each allocation or release (from the profiler's memory events), and 'regions', the
+    ``torch.profiler.record_function`` ranges as name -> (start, end) in seconds. Memory
+    allocated before the call is not seen, nor is its release (the profiler then logs a
+    warning). Python's garbage collector is paused meanwhile, so that it cannot free
+    older tensors. Sets ``KINETO_LOG_LEVEL=6`` unless it is set, which silences the
+    profiler's C++ log on stderr.
+
+    Defined in notebooks/08_gpu_memory.ipynb.
+    """
+    if not callable(fn):
+        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
+    os.environ.setdefault('KINETO_LOG_LEVEL', '6')   # else the profiler logs its start and stop to stderr
+    collecting = gc.isenabled()
+    gc.disable()
+    try:    # torch.profiler.profile's backend: the front end loads the compiler first (seconds)
+        with torch.autograd.profiler.profile(profile_memory=True) as prof:
+            fn()
+    finally:
+        if collecting:
+            gc.enable()
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(os.path.join(tmp, 'trace.json'))
+        with open(os.path.join(tmp, 'trace.json')) as f:
+            events = json.load(f)['traceEvents']
+    memory = sorted((e['ts'], e['args']['Bytes']) for e in events
+                    if e.get('name') == '[memory]' and e['args'].get('Device Type') == 0)
+    regions = [e for e in events if e.get('cat') == 'user_annotation']
+    start = min([t for t, _ in memory] + [e['ts'] for e in regions], default=0)
+    return {'seconds': [(t - start) / 1e6 for t, _ in memory],
+            'bytes': list(itertools.accumulate(b for _, b in memory)),
+            'regions': {e['name']: ((e['ts'] - start) / 1e6, (e['ts'] + e['dur'] - start) / 1e6)
+                        for e in regions}}
+
+
+# ---- from notebooks/08_gpu_memory.ipynb ----
+def peak_memory(fn, device='cpu'):
+    """Run ``fn()`` and return its peak memory on ``device``, in bytes above the level before.
+
+    On a CUDA GPU: ``torch.cuda.max_memory_allocated`` after resetting it, less the memory
+    allocated before. On the CPU: the highest level of ``cpu_memory_timeline(fn)``.
+
+    Defined in notebooks/08_gpu_memory.ipynb.
+    """
+    if not callable(fn):
+        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f'device must be a str or torch.device, not {type(device).__name__}')
+    device = torch.device(device)
+    if device.type == 'cpu':
+        return max(cpu_memory_timeline(fn)['bytes'], default=0)
+    if device.type != 'cuda':
+        raise ValueError(f'peak_memory measures the CPU or a CUDA GPU, not {device}')
+    if (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f'device {device} is not present on this machine')
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - start
+
+
+# ---- from notebooks/09_mixed_precision.ipynb ----
+def _check_int(name, value, low, high):
+    """Return ``value`` if it is an int in ``[low, high]``, else raise TypeError or ValueError.
+
+    Defined in notebooks/09_mixed_precision.ipynb.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f'{name} must be an int, not {type(value).__name__} {value!r}')
+    if not low <= value <= high:
+        raise ValueError(f'{name} must be between {low} and {high}, got {value}')
+    return int(value)
+
+
+def round_mantissa(x, bits):
+    """Round a float32 tensor to ``bits`` explicit mantissa bits; return a float32 tensor.
+
+    Rounds to nearest, ties to even, as PyTorch converts float32 to bfloat16, and keeps
+    float32's 8-bit exponent: ``bits=7`` gives bfloat16's values, ``bits=10`` TF32's.
+    Values too large for the shorter mantissa round to infinity; NaN stays NaN.
+
+    Defined in notebooks/09_mixed_precision.ipynb.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        raise TypeError(f'x must be a float32 tensor, not {getattr(x, "dtype", type(x).__name__)}')
+    drop = 23 - _check_int('bits', bits, 0, 23)
+    if drop == 0:
+        return x.clone()
+    u = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF        # the 32 bits, as an unsigned number
+    u = u + (1 << (drop - 1)) - 1 + ((u >> drop) & 1)            # round to nearest, ties to even
+    u = (u >> drop << drop) & 0xFFFFFFFF                         # clear the dropped bits
+    rounded = torch.where(u >= 2**31, u - 2**32, u).to(torch.int32).view(torch.float32)
+    return torch.where(torch.isnan(x), x, rounded)
+
+
+# ---- from notebooks/09_mixed_precision.ipynb ----
+def _tf32_new_api():
+    """True where ``torch.backends.cuda.matmul.fp32_precision`` takes 'ieee'/'tf32' (PyTorch 2.9+).
+
+    Defined in notebooks/09_mixed_precision.ipynb.
+    """
+    return torch.__version__ >= (2, 9)
+
+
+def tf32_matmuls_enabled():
+    """Return True if float32 matrix products on CUDA may use TF32 now (whatever the GPU).
+
+    Defined in notebooks/09_mixed_precision.ipynb.
+    """
+    matmul = torch.backends.cuda.matmul
+    # The newer switch reads the setting in effect: its own, else all of CUDA's, else all backends'.
+    return matmul.fp32_precision == 'tf32' if _tf32_new_api() else matmul.allow_tf32
+
+
+# ---- from notebooks/09_mixed_precision.ipynb ----
+@contextlib.contextmanager
+def tf32_matmuls(enabled=True):
+    """Within the ``with`` block, allow (or forbid) TF32 in float32 matrix products on CUDA.
+
+    Uses ``torch.backends.cuda.matmul.fp32_precision`` from PyTorch 2.9 on (no deprecation
+    warning) and ``allow_tf32`` before; on exit, the setting in effect before is restored.
+
+    Defined in notebooks/09_mixed_precision.ipynb.
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f'enabled must be True or False, not {enabled!r}')
+    matmul = torch.backends.cuda.matmul
+    name = 'fp32_precision' if _tf32_new_api() else 'allow_tf32'
+    old = getattr(matmul, name)
+    setattr(matmul, name, ('tf32' if enabled else 'ieee') if name == 'fp32_precision' else enabled)
+    try:
+        yield
+    finally:
+        setattr(matmul, name, old)
+
+
+# ---- from notebooks/09_mixed_precision.ipynb ----
+def bytes_saved_for_backward(fn, exclude=()):
+    """Call ``fn()``; return ``(result, {dtype: bytes})``, the memory autograd keeps for backward.
+
+    Every tensor that an operation saves for the backward pass is counted by its
+    storage, each storage once (several saved tensors can share one). Storages of the
+    tensors in ``exclude`` (say the parameters and the input batch, which exist anyway)
+    are left out. Return ``fn``'s result too, so that ``backward()`` can follow.
+
+    Defined in notebooks/09_mixed_precision.ipynb.
+    """
+    if not callable(fn):
+        raise TypeError(f'fn must be callable, not {type(fn).__name__}')
+    exclude = list(exclude)
+    if not all(isinstance(t, torch.Tensor) for t in exclude):
+        raise TypeError('exclude must be an iterable of tensors')
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    saved = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in skip:
+            saved[storage.data_ptr()] = (t.dtype, storage.nbytes())
+        return t.detach()                                  # a reference to t itself would leak
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = fn()
+    by_dtype = {}
+    for dtype, nbytes in saved.values():
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
+    return result, by_dtype

@@ -1,15 +1,24 @@
-"""Unit tests of the helper of lesson 7 (notebooks/07_distributed_data_parallel.ipynb).
+"""Unit tests of the helpers of lesson 7 (notebooks/07_distributed_data_parallel.ipynb).
 
-The launch tests start real processes (a few seconds each: every process imports torch).
+The torchrun tests start real processes (a few seconds each: torchrun imports torch; the
+workers here do not). The tests of "no process left behind" give every process they
+start a tag in its command line (the test's temporary folder) and then look, with
+psutil, for any process that still carries it: a process whose parent died is no longer
+anyone's descendant, but it keeps its command line.
 """
 import os
+import signal
 import subprocess
+import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
 import d2l_utils as d2l
+
+LINUX = sys.platform.startswith('linux')
 
 # One os.write per rank: a single write to a pipe is atomic, while print() may split a
 # line into several writes (unbuffered stdout) that the two ranks then interleave.
@@ -19,11 +28,63 @@ line = f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} {os.environ.get
 os.write(1, line.encode())
 """
 
+# A torchrun worker that starts a child of its own (in its process group, as a DataLoader
+# worker would be), says it is ready, then fails if it is the failing rank, else waits.
+# Arguments: folder for the ready files, failing rank (-1: none), tag.
+WORKER = """
+import os, subprocess, sys, time
+out, fail_rank, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rank = int(os.environ.get('RANK', os.getpid()))
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', tag])
+open(os.path.join(out, f'{rank}.tmp'), 'w').close()
+os.replace(os.path.join(out, f'{rank}.tmp'), os.path.join(out, f'{rank}.ready'))
+if rank == fail_rank:
+    sys.exit(f'rank {rank} fails on purpose')
+time.sleep(600)
+"""
+
 
 def _script(tmp_path, text, name='job.py'):
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
     return path
+
+
+def _wait_ready(folder, n, timeout=90):
+    """Wait until ``n`` workers wrote their ready file into ``folder``."""
+    deadline = time.monotonic() + timeout
+    while len(list(folder.glob('*.ready'))) < n:
+        assert time.monotonic() < deadline, f'only {len(list(folder.glob("*.ready")))} of {n} workers started'
+        time.sleep(0.05)
+
+
+def _survivors(tag, wait):
+    """The live processes whose command line holds ``tag``, once none is left or after ``wait`` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        alive = []
+        for p in psutil.process_iter(['cmdline', 'status']):
+            if (p.pid != os.getpid() and p.info['status'] != psutil.STATUS_ZOMBIE
+                    and tag in ' '.join(p.info['cmdline'] or [])):
+                alive.append(f"{p.pid} {p.info['status']}: {' '.join(p.info['cmdline'])}")
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def job(tmp_path):
+    """A worker script, its folder for ready files, and the tag its processes carry."""
+    out = tmp_path / 'ready'
+    out.mkdir()
+    tag = f'{tmp_path}{os.sep}'                  # with the separator: no other folder's prefix
+    yield _script(tmp_path, WORKER), out, tag
+    leftovers = _survivors(tag, 0)
+    for line in leftovers:                       # do not let a failed test leak processes
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_torchrun_starts_one_process_per_rank_with_its_environment(tmp_path):
@@ -35,29 +96,125 @@ def test_torchrun_starts_one_process_per_rank_with_its_environment(tmp_path):
     assert run.args[1:6] == ['-m', 'torch.distributed.run', '--standalone', '--nproc-per-node', '2']
 
 
-def test_torchrun_passes_script_arguments_and_reports_failure(tmp_path):
-    script = _script(tmp_path, "import sys; sys.exit(int(sys.argv[1]))")
-    run = d2l.torchrun(str(script), 1, 3, timeout=120)
-    assert run.returncode != 0 and run.args[-2:] == [str(script), '3']
-    assert 'FAILED' in run.stderr
+def test_torchrun_failing_worker_reports_and_leaves_no_process(job):
+    script, out, tag = job
+    run = d2l.torchrun(str(script), 2, out, 1, tag, timeout=120)
+    assert run.returncode != 0 and run.args[-4:] == [str(script), str(out), '1', tag]
+    assert 'FAILED' in run.stderr and 'rank 1 fails on purpose' in run.stderr
+    # torchrun stopped rank 0 and its child; on Linux run_processes also killed the child
+    # that the failed rank 1 left behind (torchrun signals only the workers still running)
+    survivors = _survivors(tag, wait=5)
+    if not LINUX:
+        survivors = [s for s in survivors if 'time.sleep(600)' not in s]
+    assert survivors == []
 
 
-def test_torchrun_timeout_stops_launcher_and_workers(tmp_path):
-    pid_file = tmp_path / 'worker.pid'
-    script = _script(tmp_path, f"""
-        import os, time
-        open({str(pid_file)!r}, 'w').write(str(os.getpid()))
-        time.sleep(600)
-        """)
+def test_torchrun_timeout_stops_launcher_workers_and_their_children(job):
+    script, out, tag = job
     start = time.perf_counter()
-    with pytest.raises(subprocess.TimeoutExpired):
-        d2l.torchrun(script, 1, timeout=15)
-    assert time.perf_counter() - start < 60
-    if pid_file.exists():                          # the worker had started: it must be gone
-        pid = int(pid_file.read_text())
-        time.sleep(0.5)
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    with pytest.raises(subprocess.TimeoutExpired) as info:
+        d2l.torchrun(script, 2, out, -1, tag, timeout=10)
+    assert time.perf_counter() - start < 10 + 5 + 10     # the time limit, the 5 s grace, slack
+    assert info.value.cmd[-4:] == [str(script), str(out), '-1', tag]
+    assert isinstance(info.value.stderr, str)
+    assert _survivors(tag, wait=5) == []
+
+
+def _kernel_in_child(call, out, tag):
+    """A Python process that, like a Jupyter kernel, runs ``call`` (code that calls a helper)
+    and outlives a KeyboardInterrupt: it then writes ``out/interrupted`` and waits for its stdin."""
+    code = textwrap.dedent(f"""
+        import sys, d2l_utils as d2l
+        try:
+            {call}
+        except KeyboardInterrupt:
+            open({str(out / 'interrupted')!r}, 'w').close()
+            sys.stdin.read()
+        """)
+    return subprocess.Popen([sys.executable, '-c', code, tag], stdin=subprocess.PIPE)
+
+
+def _interrupt_and_list_survivors(child, out, tag):
+    """SIGINT to the child "kernel" once it has caught it, the processes carrying ``tag``."""
+    try:
+        child.send_signal(signal.SIGINT)        # what Jupyter's Interrupt does to the kernel
+        deadline = time.monotonic() + 60
+        while not (out / 'interrupted').exists():
+            assert child.poll() is None and time.monotonic() < deadline, 'no KeyboardInterrupt'
+            time.sleep(0.05)
+        # the helper has raised KeyboardInterrupt and the "kernel" lives on: nothing else may
+        return [s for s in _survivors(tag, wait=5) if not s.startswith(f'{child.pid} ')]
+    finally:
+        child.kill()
+        child.communicate()
+
+
+def _torchrun_call(script, out, tag):
+    return f'd2l.torchrun({str(script)!r}, 2, {str(out)!r}, -1, {tag!r})'
+
+
+def test_torchrun_interrupted_stops_everything_before_it_returns(job):
+    script, out, tag = job
+    child = _kernel_in_child(_torchrun_call(script, out, tag), out, tag)
+    _wait_ready(out, 2)                         # both workers and their children are running
+    assert _interrupt_and_list_survivors(child, out, tag) == []
+
+
+@pytest.mark.skipif(not LINUX, reason='the parent-death signal (prctl) exists on Linux only')
+def test_torchrun_workers_die_with_a_killed_parent(job):
+    script, out, tag = job
+    child = _kernel_in_child(_torchrun_call(script, out, tag), out, tag)
+    try:
+        _wait_ready(out, 2)
+    finally:
+        child.kill()                            # SIGKILL: what a kernel restart may do
+        child.communicate()
+    assert _survivors(tag, wait=20) == []       # torchrun got SIGTERM and stopped its workers
+
+
+LAUNCHER = """
+import os, signal, subprocess, sys, time
+worker, out, tag = sys.argv[1:]
+signal.signal(signal.SIGTERM, signal.SIG_IGN)          # deaf to SIGTERM: only SIGKILL stops it
+for rank in range(2):                                   # workers in sessions of their own, like torchrun's
+    subprocess.Popen([sys.executable, worker, out, '-1', tag], start_new_session=True,
+                     env={**os.environ, 'RANK': str(rank)})
+time.sleep(600)
+"""
+
+
+def test_run_processes_kills_the_whole_tree_of_a_launcher_deaf_to_sigterm(job, tmp_path):
+    worker, out, tag = job
+    launcher = _script(tmp_path, LAUNCHER, 'launcher.py')
+    command = [sys.executable, str(launcher), str(worker), str(out), tag]
+    child = _kernel_in_child(f'd2l.run_processes([{command!r}])', out, tag)
+    _wait_ready(out, 2)                         # the launcher's workers and their children run
+    start = time.perf_counter()
+    assert _interrupt_and_list_survivors(child, out, tag) == []
+    assert time.perf_counter() - start < 5 + 20         # the 5 s grace, then SIGKILL at once
+
+
+@pytest.mark.skipif(not LINUX, reason='finding orphans by their environment needs /proc')
+def test_run_processes_kills_what_a_finished_command_left_behind(tmp_path):
+    tag = f'{tmp_path}{os.sep}'
+    orphan = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+              "'import time; time.sleep(600)', sys.argv[1]], start_new_session=True)")
+    run, = d2l.run_processes([[sys.executable, '-c', orphan, tag]], timeout=60)
+    assert run.returncode == 0
+    assert _survivors(tag, wait=5) == []
+
+
+def test_run_processes_runs_commands_together_and_captures_each(tmp_path):
+    # each command waits for the other's file: only commands running at the same time finish
+    meet = ("import os, sys, time; a, b = sys.argv[1:]; open(a, 'w').close()\n"
+            "while not os.path.exists(b): time.sleep(0.01)\n"
+            "print('met', os.environ['COURSE_TEST_VAR']); sys.exit(int(a.endswith('b')) * 3)")
+    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+    runs = d2l.run_processes([[sys.executable, '-c', meet, a, b], [sys.executable, '-c', meet, b, a]],
+                             timeout=60, env={'COURSE_TEST_VAR': 'x'})
+    assert [(r.returncode, r.stdout, r.stderr) for r in runs] == [(0, 'met x\n', ''), (3, 'met x\n', '')]
+    assert runs[1].args[-2:] == [b, a]
+    assert 'COURSE_TEST_VAR' not in os.environ and 'D2L_RUN_PROCESSES' not in os.environ
 
 
 @pytest.mark.parametrize('args, kwargs, error, message', [
@@ -69,7 +226,23 @@ def test_torchrun_timeout_stops_launcher_and_workers(tmp_path):
     ((__file__, 0), {}, ValueError, 'must be >= 1'),
     ((__file__, 1), {'timeout': '10'}, TypeError, 'timeout must be a number'),
     ((__file__, 1), {'timeout': 0}, ValueError, 'timeout must be > 0'),
+    ((__file__, 1), {'env': {'A': 1}}, TypeError, 'env must be a dict of strings'),
 ])
 def test_torchrun_rejects_bad_input(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         d2l.torchrun(*args, **kwargs)
+
+
+@pytest.mark.parametrize('commands, kwargs, error, message', [
+    ([], {}, ValueError, 'commands is empty'),
+    ('ls', {}, TypeError, 'commands must be a list of commands'),
+    (['ls', '-l'], {}, TypeError, 'each a non-empty list of strings'),
+    ([[]], {}, TypeError, 'each a non-empty list of strings'),
+    ([['ls', 1]], {}, TypeError, 'each a non-empty list of strings'),
+    ([['ls']], {'timeout': None}, TypeError, 'timeout must be a number'),
+    ([['ls']], {'timeout': -1}, ValueError, 'timeout must be > 0'),
+    ([['ls']], {'env': ['A=1']}, TypeError, 'env must be a dict of strings'),
+])
+def test_run_processes_rejects_bad_input(commands, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        d2l.run_processes(commands, **kwargs)
