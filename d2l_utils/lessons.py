@@ -46,7 +46,6 @@ __all__ = [
     'round_mantissa',
     'tf32_matmuls_enabled',
     'tf32_matmuls',
-    'bytes_saved_for_backward',
 ]
 
 
@@ -621,14 +620,14 @@ def training_memory(model, optimizer='adam', master_weights=False):
 
 
 # ---- from notebooks/08_gpu_memory.ipynb ----
-def saved_tensor_bytes(fn, exclude=()):
+def saved_tensor_bytes(fn, exclude=(), by_dtype=False):
     """Run ``fn()`` and return the bytes of the tensors autograd saves for the backward pass.
 
     These are the activations, which stay in memory until ``backward()``. Views of one
     storage are counted once, by the whole storage; the storages of the tensors in
     ``exclude`` (say the parameters and the input batch, which exist anyway) are not
     counted. Works on the ``meta`` device, so a model too large for this machine can be
-    measured without memory.
+    measured without memory. ``by_dtype=True`` returns ``{dtype: bytes}`` instead (lesson 9).
 
     Defined in notebooks/08_gpu_memory.ipynb.
     """
@@ -643,12 +642,17 @@ def saved_tensor_bytes(fn, exclude=()):
     def pack(t):
         storage = t.untyped_storage()
         if id(storage) not in skip:
-            saved[id(storage)] = storage
+            saved[id(storage)] = (t.dtype, storage)
         return t.detach()              # t itself would make a reference cycle (see the docs)
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
-    return sum(s.nbytes() for s in saved.values())
+    if not by_dtype:
+        return sum(s.nbytes() for _, s in saved.values())
+    split = {}
+    for dtype, s in saved.values():
+        split[dtype] = split.get(dtype, 0) + s.nbytes()
+    return split
 
 
 # ---- from notebooks/08_gpu_memory.ipynb ----
@@ -791,36 +795,3 @@ def tf32_matmuls(enabled=True):
         yield
     finally:
         setattr(matmul, name, old)
-
-
-# ---- from notebooks/09_mixed_precision.ipynb ----
-def bytes_saved_for_backward(fn, exclude=()):
-    """Call ``fn()``; return ``(result, {dtype: bytes})``, the memory autograd keeps for backward.
-
-    Every tensor that an operation saves for the backward pass is counted by its
-    storage, each storage once (several saved tensors can share one). Storages of the
-    tensors in ``exclude`` (say the parameters and the input batch, which exist anyway)
-    are left out. Return ``fn``'s result too, so that ``backward()`` can follow.
-
-    Defined in notebooks/09_mixed_precision.ipynb.
-    """
-    if not callable(fn):
-        raise TypeError(f'fn must be callable, not {type(fn).__name__}')
-    exclude = list(exclude)
-    if not all(isinstance(t, torch.Tensor) for t in exclude):
-        raise TypeError('exclude must be an iterable of tensors')
-    skip = {t.untyped_storage().data_ptr() for t in exclude}
-    saved = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in skip:
-            saved[storage.data_ptr()] = (t.dtype, storage.nbytes())
-        return t.detach()                                  # a reference to t itself would leak
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        result = fn()
-    by_dtype = {}
-    for dtype, nbytes in saved.values():
-        by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
-    return result, by_dtype

@@ -1,4 +1,5 @@
-"""Unit tests of lesson 9's helpers: round_mantissa, tf32_matmuls(_enabled), bytes_saved_for_backward."""
+"""Unit tests of lesson 9's helpers: round_mantissa, tf32_matmuls(_enabled); and
+lesson 8's saved_tensor_bytes split by dtype, as this lesson uses it."""
 import warnings
 
 import pytest
@@ -148,44 +149,50 @@ def _mlp():
     return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
 
 
-def test_bytes_saved_for_backward_counts_activations_once():
+def _split(fn, **kw):
+    """Lesson 8's saved_tensor_bytes by dtype, with fn's result kept for a backward pass."""
+    out = []
+    saved = d2l.saved_tensor_bytes(lambda: out.append(fn()), by_dtype=True, **kw)
+    return out[0], saved
+
+
+def test_saved_bytes_by_dtype_counts_activations_once():
     net, x = _mlp(), torch.randn(32, 16)
-    out, saved = d2l.bytes_saved_for_backward(lambda: net(x).sum(), exclude=[x, *net.parameters()])
+    out, saved = _split(lambda: net(x).sum(), exclude=[x, *net.parameters()])
     # ReLU saves its output and the second layer its input: one (32, 64) float32 storage.
     assert saved == {torch.float32: 32 * 64 * 4}
     out.backward()                                          # the graph still works
     assert net[0].weight.grad is not None
 
 
-def test_bytes_saved_for_backward_counts_what_is_not_excluded():
+def test_saved_bytes_by_dtype_counts_what_is_not_excluded():
     net, x = _mlp(), torch.randn(32, 16)
-    _, saved = d2l.bytes_saved_for_backward(lambda: net(x).sum())
+    _, saved = _split(lambda: net(x).sum())
     params = sum(p.numel() for p in (net[2].weight,)) * 4   # the second weight is saved (a view)
     assert saved == {torch.float32: 32 * 64 * 4 + 32 * 16 * 4 + params}
 
 
-def test_bytes_saved_for_backward_sees_autocast_copies():
+def test_saved_bytes_by_dtype_sees_autocast_copies():
     net, x = _mlp(), torch.randn(32, 16)
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        out, saved = d2l.bytes_saved_for_backward(lambda: net(x), exclude=[x, *net.parameters()])
+        out, saved = _split(lambda: net(x), exclude=[x, *net.parameters()])
     # bfloat16: the input's copy, the ReLU output, the second weight's copy
     assert saved == {torch.bfloat16: (32 * 16 + 32 * 64 + 64 * 4) * 2}
     out.float().sum().backward()
     assert net[0].weight.grad.dtype == torch.float32
 
 
-def test_bytes_saved_for_backward_returns_results_and_works_without_grad():
-    assert d2l.bytes_saved_for_backward(lambda: 42) == (42, {})
+def test_saved_bytes_by_dtype_without_grad():
+    assert _split(lambda: 42) == (42, {})
     with torch.no_grad():
         net = _mlp()
-        out, saved = d2l.bytes_saved_for_backward(lambda: net(torch.ones(2, 16)))
+        out, saved = _split(lambda: net(torch.ones(2, 16)))
     assert saved == {} and out.shape == (2, 4)
 
 
-def test_bytes_saved_for_backward_with_a_loss():
+def test_saved_bytes_by_dtype_with_a_loss():
     net, x, y = _mlp(), torch.randn(8, 16), torch.randint(0, 4, (8,))
-    loss, saved = d2l.bytes_saved_for_backward(lambda: F.cross_entropy(net(x), y),
-                                               exclude=[x, y, *net.parameters()])
+    loss, saved = _split(lambda: F.cross_entropy(net(x), y), exclude=[x, y, *net.parameters()])
     # activations (8, 64), log-probabilities (8, 4) and the loss's total weight (a scalar)
     assert saved == {torch.float32: 8 * 64 * 4 + 8 * 4 * 4 + 4}
     loss.backward()
@@ -193,6 +200,6 @@ def test_bytes_saved_for_backward_with_a_loss():
 
 @pytest.mark.parametrize("fn, exclude", [(42, ()), (lambda: 1, [1.0]), (lambda: 1, 'abc'),
                                          (lambda: 1, [torch.ones(1), None])])
-def test_bytes_saved_for_backward_rejects_bad_input(fn, exclude):
+def test_saved_bytes_by_dtype_rejects_bad_input(fn, exclude):
     with pytest.raises(TypeError):
-        d2l.bytes_saved_for_backward(fn, exclude)
+        d2l.saved_tensor_bytes(fn, exclude, by_dtype=True)
