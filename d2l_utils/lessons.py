@@ -23,6 +23,8 @@ import uuid
 import pathlib
 import gc
 import json
+import math
+import collections.abc
 
 
 __all__ = [
@@ -46,6 +48,14 @@ __all__ = [
     'round_mantissa',
     'tf32_matmuls_enabled',
     'tf32_matmuls',
+    'roofline_bound',
+    'SlowDataset',
+    'busy_fraction',
+    'Prefetcher',
+    'pipeline_schedule',
+    'ring_allreduce_bytes',
+    'bus_bandwidth',
+    'read_rank_results',
 ]
 
 
@@ -795,3 +805,278 @@ def tf32_matmuls(enabled=True):
         yield
     finally:
         setattr(matmul, name, old)
+
+
+# ---- from notebooks/10_profiling.ipynb ----
+def _check_real(name, value, minimum=0.0, strict=True):
+    """Return ``value`` as a float if it is a finite real number above ``minimum`` (or equal,
+    unless ``strict``); else raise TypeError or ValueError.
+
+    Defined in notebooks/10_profiling.ipynb.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f'{name} must be a number, not {type(value).__name__} {value!r}')
+    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        raise ValueError(f'{name} must be finite and {">" if strict else ">="} {minimum}, got {value}')
+    return float(value)
+
+
+# ---- from notebooks/10_profiling.ipynb ----
+def roofline_bound(flops, nbytes, seconds, peak_flops, bytes_per_s, overhead_factor=10):
+    """Return 'compute', 'memory' or 'overhead': what bounds an operation that did ``flops``
+    FLOPs and moved ``nbytes`` bytes (read plus written) in ``seconds``.
+
+    The roofline predicts ``max(flops / peak_flops, nbytes / bytes_per_s)`` seconds. A time
+    over ``overhead_factor`` times that is 'overhead' (fixed costs per call dominate, or
+    work the counts miss); otherwise the larger of the two predicted times names the bound.
+
+    Defined in notebooks/10_profiling.ipynb.
+    """
+    flops, nbytes = _check_real('flops', flops, strict=False), _check_real('nbytes', nbytes, strict=False)
+    if flops == nbytes == 0:
+        raise ValueError('an operation with no FLOPs and no bytes has no place on a roofline')
+    t_compute = flops / _check_real('peak_flops', peak_flops)
+    t_memory = nbytes / _check_real('bytes_per_s', bytes_per_s)
+    factor = _check_real('overhead_factor', overhead_factor, minimum=1.0, strict=False)
+    if _check_real('seconds', seconds) > factor * max(t_compute, t_memory):
+        return 'overhead'
+    return 'compute' if t_compute >= t_memory else 'memory'
+
+
+# ---- from notebooks/10_profiling.ipynb ----
+class SlowDataset(torch.utils.data.Dataset):
+    """``n`` samples of ``features`` float32 values and a label in 0..9; each takes ``seconds`` to load.
+
+    ``__getitem__`` sleeps (standing for I/O, which leaves the CPU free), then returns
+    sample ``i``, the same on every call and in every process.
+
+    Defined in notebooks/10_profiling.ipynb.
+    """
+
+    def __init__(self, n, features, seconds):
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (n, features)):
+            raise TypeError(f'n and features must be ints, not {n!r} and {features!r}')
+        if n < 1 or features < 1:
+            raise ValueError(f'n and features must be >= 1, got {n} and {features}')
+        self.n, self.features, self.seconds = n, features, _check_real('seconds', seconds, strict=False)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.n:
+            raise IndexError(f'sample index must be an int in [0, {self.n}), got {i!r}')
+        time.sleep(self.seconds)
+        return torch.randn(self.features, generator=torch.Generator().manual_seed(i)), i % 10
+
+
+# ---- from notebooks/10_profiling.ipynb ----
+def busy_fraction(spans, start, end):
+    """Return the fraction of the window [``start``, ``end``] covered by at least one of ``spans``.
+
+    ``spans`` are (begin, end) pairs, such as a trace's kernels; overlapping spans count
+    once and parts outside the window are cut off.
+
+    Defined in notebooks/10_profiling.ipynb.
+    """
+    start, end = _check_real('start', start, minimum=-math.inf), _check_real('end', end, minimum=-math.inf)
+    if not end > start:
+        raise ValueError(f'the window must have end > start, got [{start}, {end}]')
+    covered, reach = 0.0, start
+    for b, e in sorted((_check_real('begin', b, -math.inf), _check_real('end', e, -math.inf)) for b, e in spans):
+        if e < b:
+            raise ValueError(f'a span must have end >= begin, got ({b}, {e})')
+        b, e = max(b, reach), min(e, end)
+        if e > b:
+            covered, reach = covered + e - b, e
+    return covered / (end - start)
+
+
+# ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
+_PREFETCH_END = object()
+
+
+def _move_batch(batch, device, non_blocking=False):
+    """Return ``batch`` with every tensor in it moved to ``device``; tuples, lists and dicts are walked.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: _move_batch(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        items = [_move_batch(b, device, non_blocking) for b in batch]
+        return type(batch)(*items) if hasattr(batch, '_fields') else type(batch)(items)
+    return batch
+
+
+def _batch_tensors(batch):
+    """Yield every tensor in ``batch`` (a tensor, or tuples, lists and dicts of them).
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    if isinstance(batch, torch.Tensor):
+        yield batch
+    elif isinstance(batch, (tuple, list, dict)):
+        for b in (batch.values() if isinstance(batch, dict) else batch):
+            yield from _batch_tensors(b)
+
+
+# ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
+class Prefetcher:
+    """Iterate over ``loader``'s batches moved to ``device``, copying batch i+1 while batch i is used.
+
+    On a CUDA device the copies run on a side stream; the consumer's stream waits for each
+    copy and ``record_stream`` marks the batch as used there. Elsewhere each batch is
+    moved with ``.to(device)``. A batch is a tensor or tuples, lists and dicts of them.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    def __init__(self, loader, device):
+        if not isinstance(loader, collections.abc.Iterable):
+            raise TypeError(f'loader must be iterable (a DataLoader, a list of batches), not {type(loader).__name__}')
+        if not isinstance(device, (str, torch.device)):
+            raise TypeError(f'device must be a str or torch.device, not {type(device).__name__} {device!r}')
+        try:
+            self.device = torch.device(device)
+        except RuntimeError as e:
+            raise ValueError(f'not a device: {device!r}') from e
+        if self.device.type == 'cuda' and not torch.cuda.is_available():
+            raise ValueError(f'device {self.device} is not present on this machine')
+        self.loader = loader
+        self.stream = torch.cuda.Stream(self.device) if self.device.type == 'cuda' else None
+
+
+# ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
+def _prefetcher_len(self):
+    """The number of batches, as ``len(loader)``.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    return len(self.loader)
+
+
+def _prefetcher_copy_next(self, batches):
+    """Start copying the next batch of ``batches`` on the side stream; ``_PREFETCH_END`` at the end.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    batch = next(batches, _PREFETCH_END)
+    if batch is _PREFETCH_END:
+        return batch
+    with torch.cuda.stream(self.stream):
+        return _move_batch(batch, self.device, non_blocking=True)
+
+
+def _prefetcher_iter(self):
+    """Yield the batches on the device, the next one's copy already queued.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    if self.stream is None:
+        yield from (_move_batch(batch, self.device) for batch in self.loader)
+        return
+    batches = iter(self.loader)
+    upcoming = self._copy_next(batches)
+    while upcoming is not _PREFETCH_END:
+        consumer = torch.cuda.current_stream(self.device)
+        consumer.wait_stream(self.stream)             # the copy is done before the batch is used
+        for t in _batch_tensors(upcoming):
+            t.record_stream(consumer)                 # allocated on the side stream, used on the consumer's
+        batch, upcoming = upcoming, self._copy_next(batches)   # queue the next copy, then hand out
+        yield batch
+
+
+Prefetcher.__len__, Prefetcher._copy_next, Prefetcher.__iter__ = (
+    _prefetcher_len, _prefetcher_copy_next, _prefetcher_iter)
+
+
+# ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
+def pipeline_schedule(copy_s, compute_s):
+    """The overlapped schedule of a prefetching loop, from the durations of its steps.
+
+    Copies run back to back on their own stream; compute i starts once copy i and
+    compute i-1 are done. Returns two lists of (start, end) spans: copies, computes.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    copy_s, compute_s = list(copy_s), list(compute_s)
+    for d in copy_s + compute_s:
+        if isinstance(d, bool) or not isinstance(d, numbers.Real):
+            raise TypeError(f'durations must be numbers, not {type(d).__name__} {d!r}')
+        if not d >= 0:
+            raise ValueError(f'durations must be >= 0, got {d}')
+    if not copy_s or len(copy_s) != len(compute_s):
+        raise ValueError(f'need as many copies as computes, at least one: {len(copy_s)} and {len(compute_s)}')
+    copies, computes, t_copy, t_compute = [], [], 0.0, 0.0
+    for c, k in zip(copy_s, compute_s):
+        copies.append((t_copy, t_copy + c))
+        t_copy += c
+        start = max(t_copy, t_compute)
+        computes.append((start, start + k))
+        t_compute = start + k
+    return copies, computes
+
+
+# ---- from notebooks/12_collectives_and_sharding.ipynb ----
+def _check_count(name, value, low):
+    """Raise TypeError unless ``value`` is an int, ValueError unless it is >= ``low``.
+
+    Defined in notebooks/12_collectives_and_sharding.ipynb.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f'{name} must be an int, not {type(value).__name__}')
+    if value < low:
+        raise ValueError(f'{name} must be >= {low}, got {value}')
+
+
+def ring_allreduce_bytes(nbytes, n):
+    """Bytes each of ``n`` ranks sends (and receives) in a ring all-reduce of ``nbytes``.
+
+    ``2 (n - 1) / n * nbytes``: n - 1 steps of a reduce-scatter, then n - 1 of an
+    all-gather, each sending one chunk of ``nbytes / n``. Zero for a single rank.
+
+    Defined in notebooks/12_collectives_and_sharding.ipynb.
+    """
+    _check_count('nbytes', nbytes, 0)
+    _check_count('n', n, 1)
+    return 2 * (n - 1) * nbytes / n
+
+
+def bus_bandwidth(nbytes, seconds, n):
+    """nccl-tests' bus bandwidth of an all-reduce: ``nbytes / seconds * 2 (n - 1) / n``, bytes/s.
+
+    Defined in notebooks/12_collectives_and_sharding.ipynb.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f'seconds must be a number, not {type(seconds).__name__}')
+    if not seconds > 0:
+        raise ValueError(f'seconds must be > 0, got {seconds}')
+    return ring_allreduce_bytes(nbytes, n) / seconds
+
+
+# ---- from notebooks/12_collectives_and_sharding.ipynb ----
+def read_rank_results(folder, part, world_size):
+    """Read what each of ``world_size`` ranks wrote for ``part``: a list of dicts, in rank order.
+
+    Rank r's result is the JSON file ``<folder>/<part>-rank<r>.json``, a dict whose 'rank'
+    is r. Raises ValueError naming the ranks without a file, or a file holding another rank.
+
+    Defined in notebooks/12_collectives_and_sharding.ipynb.
+    """
+    if not isinstance(part, str) or not part:
+        raise TypeError(f'part must be a non-empty string, not {part!r}')
+    _check_count('world_size', world_size, 1)
+    paths = [os.path.join(folder, f'{part}-rank{r}.json') for r in range(world_size)]
+    missing = [r for r, p in enumerate(paths) if not os.path.isfile(p)]
+    if missing:
+        raise ValueError(f'{part!r}: no result from rank(s) {missing} of {world_size} in {folder}')
+    results = []
+    for r, path in enumerate(paths):
+        with open(path) as f:
+            result = json.load(f)
+        if not isinstance(result, dict) or result.get('rank') != r:
+            raise ValueError(f'{path} should hold a dict with rank {r}')
+        results.append(result)
+    return results

@@ -1,0 +1,95 @@
+"""Unit tests of lesson 10's helpers (roofline_bound, busy_fraction, SlowDataset). No timing
+asserts: the verdicts are tested on made-up numbers, the dataset with no sleep."""
+import pickle
+
+import pytest
+import torch
+
+import d2l_utils as d2l
+
+PEAK, BW = 100e9, 10e9            # a made-up machine: 100 GFLOP/s, 10 GB/s, ridge at 10 FLOP/byte
+
+
+@pytest.mark.parametrize("flops, nbytes, seconds, expected", [
+    (1e9, 1e6, 0.01, "compute"),        # predicted 10 ms of arithmetic, 0.1 ms of traffic
+    (1e6, 1e9, 0.1, "memory"),          # predicted 0.1 s of traffic
+    (1e6, 1e9, 0.5, "memory"),          # five times slower than the roof: still memory
+    (1, 12, 2e-6, "overhead"),          # a one-element add taking microseconds
+    (0, 1e9, 0.1, "memory"),            # a copy: no FLOPs at all
+    (1e9, 0, 0.01, "compute"),
+])
+def test_roofline_bound_names_the_bound(flops, nbytes, seconds, expected):
+    assert d2l.roofline_bound(flops, nbytes, seconds, PEAK, BW) == expected
+
+
+def test_roofline_bound_overhead_threshold_is_the_factor():
+    # predicted 0.1 s (memory); 'overhead' only beyond overhead_factor times that
+    assert d2l.roofline_bound(1e6, 1e9, 0.99, PEAK, BW) == "memory"
+    assert d2l.roofline_bound(1e6, 1e9, 1.01, PEAK, BW) == "overhead"
+    assert d2l.roofline_bound(1e6, 1e9, 0.3, PEAK, BW, overhead_factor=2) == "overhead"
+    assert d2l.roofline_bound(1e6, 1e9, 0.3, PEAK, BW, overhead_factor=2.5 + 1) == "memory"
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (("1e9", 1e6, 0.01, PEAK, BW), TypeError, "flops must be a number"),
+    ((True, 1e6, 0.01, PEAK, BW), TypeError, "flops must be a number"),
+    ((-1, 1e6, 0.01, PEAK, BW), ValueError, "flops must be finite and >= 0"),
+    ((0, 0, 0.01, PEAK, BW), ValueError, "no FLOPs and no bytes"),
+    ((1, 1, 0, PEAK, BW), ValueError, "seconds must be finite and > 0"),
+    ((1, 1, float("nan"), PEAK, BW), ValueError, "seconds"),
+    ((1, 1, 1, 0, BW), ValueError, "peak_flops"),
+    ((1, 1, 1, PEAK, float("inf")), ValueError, "bytes_per_s"),
+    ((1, 1, 1, PEAK, BW, 0.5), ValueError, "overhead_factor must be finite and >= 1"),
+])
+def test_roofline_bound_rejects_bad_arguments(args, error, match):
+    with pytest.raises(error, match=match):
+        d2l.roofline_bound(*args)
+
+
+def test_busy_fraction_counts_overlaps_once_and_clips_to_the_window():
+    assert d2l.busy_fraction([], 0, 10) == 0
+    assert d2l.busy_fraction([(0, 2), (1, 3), (6, 7)], 0, 10) == pytest.approx(0.4)
+    assert d2l.busy_fraction([(5, 20)], 0, 10) == pytest.approx(0.5)
+    assert d2l.busy_fraction([(-5, 1), (2, 4), (3, 4), (9, 30)], 0, 10) == pytest.approx(0.4)
+    assert d2l.busy_fraction([(0, 10), (2, 3)], 0, 10) == pytest.approx(1.0)
+    assert d2l.busy_fraction(((3.5, 3.5),), 0, 10) == 0          # an empty span
+    ts = [(1e12 + i * 10.0, 1e12 + i * 10.0 + 4.0) for i in range(100)]   # trace-sized numbers, µs
+    assert d2l.busy_fraction(ts, 1e12, 1e12 + 1000.0) == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("spans, start, end, error, match", [
+    ([(0, 1)], 5, 5, ValueError, "end > start"),
+    ([(2, 1)], 0, 5, ValueError, "end >= begin"),
+    ([("a", 1)], 0, 5, TypeError, "begin must be a number"),
+    ([(0, 1)], None, 5, TypeError, "start must be a number"),
+])
+def test_busy_fraction_rejects_bad_arguments(spans, start, end, error, match):
+    with pytest.raises(error, match=match):
+        d2l.busy_fraction(spans, start, end)
+
+
+def test_slow_dataset_gives_the_same_sample_every_time_and_pickles_by_reference():
+    data = d2l.SlowDataset(5, 3, 0.0)
+    x, label = data[4]
+    assert len(data) == 5 and x.shape == (3,) and x.dtype == torch.float32 and label == 4
+    assert torch.equal(data[4][0], x) and not torch.equal(data[3][0], x)
+    copy = pickle.loads(pickle.dumps(data))          # what a spawned DataLoader worker receives
+    assert type(copy) is d2l.SlowDataset and torch.equal(copy[4][0], x)
+    assert type(data).__module__ == "d2l_utils.lessons"
+    batch, labels = next(iter(torch.utils.data.DataLoader(data, batch_size=5)))
+    assert batch.shape == (5, 3) and labels.tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("args, error", [
+    ((0, 3, 0.0), ValueError), ((5, 0, 0.0), ValueError), ((5.0, 3, 0.0), TypeError),
+    ((5, True, 0.0), TypeError), ((5, 3, -1.0), ValueError), ((5, 3, "1"), TypeError),
+])
+def test_slow_dataset_rejects_bad_arguments(args, error):
+    with pytest.raises(error):
+        d2l.SlowDataset(*args)
+
+
+@pytest.mark.parametrize("index", [5, -1, 1.0, True])
+def test_slow_dataset_rejects_bad_indices(index):
+    with pytest.raises(IndexError, match="sample index"):
+        d2l.SlowDataset(5, 3, 0.0)[index]

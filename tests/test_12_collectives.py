@@ -1,0 +1,68 @@
+"""Unit tests of the helpers of lesson 12 (notebooks/12_collectives_and_sharding.ipynb).
+
+Pure functions only: the lesson's one torchrun launch is tested by running the notebook.
+"""
+import json
+
+import pytest
+
+import d2l_utils as d2l
+
+
+@pytest.mark.parametrize('n, expected', [(1, 0), (2, 1024), (4, 1536), (8, 1792)])
+def test_ring_allreduce_bytes_is_2_n_minus_1_over_n(n, expected):
+    assert d2l.ring_allreduce_bytes(1024, n) == expected
+
+
+def test_ring_bytes_stay_below_twice_the_tensor():
+    assert d2l.ring_allreduce_bytes(2**30, 1024) < 2 * 2**30
+
+
+@pytest.mark.parametrize('nbytes, n, error', [(1.5, 2, TypeError), (True, 2, TypeError), (1024, 2.0, TypeError),
+                                              (-1, 2, ValueError), (1024, 0, ValueError)])
+def test_ring_allreduce_bytes_rejects_bad_arguments(nbytes, n, error):
+    with pytest.raises(error):
+        d2l.ring_allreduce_bytes(nbytes, n)
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    # algorithm bandwidth 1e9 B/s; nccl-tests' factor 2(n-1)/n for all-reduce
+    assert d2l.bus_bandwidth(10**9, 1.0, 2) == pytest.approx(1e9)
+    assert d2l.bus_bandwidth(10**9, 1.0, 8) == pytest.approx(1.75e9)
+    with pytest.raises(ValueError):
+        d2l.bus_bandwidth(1024, 0, 2)
+    with pytest.raises(TypeError):
+        d2l.bus_bandwidth(1024, '1', 2)
+
+
+def _write(folder, part, rank, result):
+    (folder / f'{part}-rank{rank}.json').write_text(json.dumps(result))
+
+
+def test_read_rank_results_in_rank_order(tmp_path):
+    for rank in (1, 0):
+        _write(tmp_path, 'part', rank, {'rank': rank, 'value': 10 * rank})
+    assert [r['value'] for r in d2l.read_rank_results(tmp_path, 'part', 2)] == [0, 10]
+
+
+def test_read_rank_results_names_missing_ranks(tmp_path):
+    _write(tmp_path, 'part', 0, {'rank': 0})
+    _write(tmp_path, 'part', 2, {'rank': 2})
+    with pytest.raises(ValueError, match=r"no result from rank\(s\) \[1, 3\] of 4"):
+        d2l.read_rank_results(tmp_path, 'part', 4)
+
+
+def test_read_rank_results_rejects_a_file_of_another_rank(tmp_path):
+    _write(tmp_path, 'part', 0, {'rank': 0})
+    _write(tmp_path, 'part', 1, {'rank': 0})
+    with pytest.raises(ValueError, match='rank 1'):
+        d2l.read_rank_results(tmp_path, 'part', 2)
+
+
+def test_read_rank_results_rejects_bad_arguments(tmp_path):
+    with pytest.raises(TypeError):
+        d2l.read_rank_results(tmp_path, '', 2)
+    with pytest.raises(TypeError):
+        d2l.read_rank_results(tmp_path, 'part', 2.0)
+    with pytest.raises(ValueError):
+        d2l.read_rank_results(tmp_path, 'part', 0)
