@@ -40,6 +40,18 @@ def in_ci():
     return os.environ.get("COURSE_CI", "") not in ("", "0")
 
 
+def run_slow():
+    """True when slow checks run too: in CI, or when COURSE_SLOW=1 asks for them."""
+    return in_ci() or os.environ.get("COURSE_SLOW", "") not in ("", "0")
+
+
+def slow(reason):
+    """Mark a test that runs in CI and with COURSE_SLOW=1 only, so that the README's test
+    command stays within its 3-minute budget; ``reason`` says what it costs."""
+    return pytest.mark.skipif(not run_slow(), reason=f"slow ({reason}): runs in CI (.ci/run); "
+                                                      "set COURSE_SLOW=1 to run it here")
+
+
 def require(condition, reason):
     """Skip with `reason` when `condition` is false; in CI, fail instead."""
     if condition:

@@ -1,7 +1,9 @@
 """Unit tests of the helpers of lesson 7 (notebooks/07_distributed_data_parallel.ipynb).
 
 The torchrun tests start real processes (a few seconds each: torchrun imports torch; the
-workers here do not). The tests of "no process left behind" give every process they
+workers here do not). The four slowest (10-15 s each: they start a "kernel" that imports
+torch, then torchrun, then wait out time limits and grace periods) run in CI and with
+COURSE_SLOW=1 only, which keeps the README's test command within its budget. The tests of "no process left behind" give every process they
 start a tag in its command line (the test's temporary folder) and then look, with
 psutil, for any process that still carries it: a process whose parent died is no longer
 anyone's descendant, but it keeps its command line.
@@ -17,6 +19,7 @@ import psutil
 import pytest
 
 import d2l_utils as d2l
+from conftest import slow
 
 LINUX = sys.platform.startswith('linux')
 
@@ -109,6 +112,7 @@ def test_torchrun_failing_worker_reports_and_leaves_no_process(job):
     assert survivors == []
 
 
+@slow("10-15 s of processes starting and stopping")
 def test_torchrun_timeout_stops_launcher_workers_and_their_children(job):
     script, out, tag = job
     start = time.perf_counter()
@@ -153,6 +157,7 @@ def _torchrun_call(script, out, tag):
     return f'd2l.torchrun({str(script)!r}, 2, {str(out)!r}, -1, {tag!r})'
 
 
+@slow("10-15 s of processes starting and stopping")
 def test_torchrun_interrupted_stops_everything_before_it_returns(job):
     script, out, tag = job
     child = _kernel_in_child(_torchrun_call(script, out, tag), out, tag)
@@ -160,6 +165,7 @@ def test_torchrun_interrupted_stops_everything_before_it_returns(job):
     assert _interrupt_and_list_survivors(child, out, tag) == []
 
 
+@slow("10-15 s of processes starting and stopping")
 @pytest.mark.skipif(not LINUX, reason='the parent-death signal (prctl) exists on Linux only')
 def test_torchrun_workers_die_with_a_killed_parent(job):
     script, out, tag = job
@@ -183,6 +189,7 @@ time.sleep(600)
 """
 
 
+@slow("10-15 s of processes starting and stopping")
 def test_run_processes_kills_the_whole_tree_of_a_launcher_deaf_to_sigterm(job, tmp_path):
     worker, out, tag = job
     launcher = _script(tmp_path, LAUNCHER, 'launcher.py')

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import in_ci, require
+from conftest import require, run_slow
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -102,7 +102,7 @@ def test_binder_environment_installs_in_a_fresh_virtualenv(tmp_path):
     some 110 packages (jupyterlab-rise brings JupyterLab itself here; on Binder it is
     already there), so it runs in CI (COURSE_CI=1) and when asked for (COURSE_SLOW=1).
     """
-    if not in_ci() and os.environ.get("COURSE_SLOW", "") in ("", "0"):
+    if not run_slow():
         pytest.skip("slow (about a minute): runs in CI (.ci/run); set COURSE_SLOW=1 to run it here")
     reqs, _ = _requirements(BINDER / "requirements.txt")
     version = _pin(reqs["torch"])
