@@ -35,6 +35,22 @@ def code_cells(path):
     return [c for c in cells(path) if c["cell_type"] == "code" and source(c).strip()]
 
 
+def cuda_cells(path):
+    """The GPU-only cells of a lesson, {id: gpus}, each checked to be written the way a
+    one-condition cell is: `# NBVAL_IGNORE_OUTPUT` first, the GPU code under
+    `if torch.cuda.is_available():`, the recording's mark last."""
+    from d2l_utils.recordings import MARK
+    found = {}
+    for cell in code_cells(path):
+        src = source(cell)
+        for cell_id, gpus in MARK.findall(src):
+            found[cell_id] = int(gpus)
+            assert src.startswith("# NBVAL_IGNORE_OUTPUT\n"), cell_id
+            assert "\nif torch.cuda.is_available():\n" in src, cell_id
+            assert src.rstrip().endswith(f"d2l.show_recording('{cell_id}', gpus={gpus})"), cell_id
+    return found
+
+
 def in_ci():
     """True when the run is CI's (.ci/run sets COURSE_CI=1)."""
     return os.environ.get("COURSE_CI", "") not in ("", "0")

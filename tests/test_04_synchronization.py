@@ -10,10 +10,9 @@ import warnings
 
 import pytest
 import torch
-from conftest import ROOT, cells, source
+from conftest import ROOT, cuda_cells
 
 import d2l_utils as d2l
-from d2l_utils.recordings import MARK
 
 LESSON = ROOT / "notebooks" / "04_synchronization.ipynb"
 GPU_CELLS = {"04-sync-debug-mode": 1, "04-timing-on-gpu": 1, "04-training-loop": 1,
@@ -159,14 +158,4 @@ def test_other_threads_run_during_a_pytorch_call_and_not_during_a_call_that_hold
 
 
 def test_the_gpu_only_cells_are_marked_and_ask_for_cuda():
-    found = {}
-    for cell in cells(LESSON):
-        src = source(cell)
-        assert "No CUDA GPU here" not in src
-        marks = MARK.findall(src) if cell["cell_type"] == "code" else []
-        for cell_id, gpus in marks:
-            found[cell_id] = int(gpus)
-            assert src.startswith("# NBVAL_IGNORE_OUTPUT\n"), cell_id
-            assert "\nif torch.cuda.is_available():\n" in src, cell_id
-            assert src.rstrip().endswith(f"d2l.show_recording('{cell_id}', gpus={gpus})"), cell_id
-    assert found == GPU_CELLS
+    assert cuda_cells(LESSON) == GPU_CELLS

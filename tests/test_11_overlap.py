@@ -7,10 +7,9 @@ import random
 
 import pytest
 import torch
-from conftest import ROOT, cells, source
+from conftest import ROOT, cuda_cells
 
 import d2l_utils as d2l
-from d2l_utils.recordings import MARK
 
 LESSON = ROOT / "notebooks" / "11_overlap_and_launch_overhead.ipynb"
 GPU_CELLS = {"11-copy-compute-overlap": 1, "11-prefetcher": 1, "11-pinned-buffer-reuse": 1,
@@ -119,13 +118,4 @@ def test_the_settings_the_compile_cells_rely_on_exist():
 
 
 def test_the_gpu_only_cells_are_marked_and_ask_for_cuda():
-    found = {}
-    for cell in cells(LESSON):
-        src = source(cell)
-        marks = MARK.findall(src) if cell["cell_type"] == "code" else []
-        for cell_id, gpus in marks:
-            found[cell_id] = int(gpus)
-            assert src.startswith("# NBVAL_IGNORE_OUTPUT\n"), cell_id
-            assert "\nif torch.cuda.is_available():\n" in src, cell_id
-            assert src.rstrip().endswith(f"d2l.show_recording('{cell_id}', gpus={gpus})"), cell_id
-    assert found == GPU_CELLS
+    assert cuda_cells(LESSON) == GPU_CELLS
