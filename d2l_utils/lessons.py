@@ -854,11 +854,8 @@ class SlowDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, n, features, seconds):
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in (n, features)):
-            raise TypeError(f'n and features must be ints, not {n!r} and {features!r}')
-        if n < 1 or features < 1:
-            raise ValueError(f'n and features must be >= 1, got {n} and {features}')
-        self.n, self.features, self.seconds = n, features, _check_real('seconds', seconds, strict=False)
+        self.n, self.features = _check_int('n', n, 1, math.inf), _check_int('features', features, 1, math.inf)
+        self.seconds = _check_real('seconds', seconds, strict=False)
 
     def __len__(self):
         return self.n
@@ -1003,10 +1000,7 @@ def pipeline_schedule(copy_s, compute_s):
     """
     copy_s, compute_s = list(copy_s), list(compute_s)
     for d in copy_s + compute_s:
-        if isinstance(d, bool) or not isinstance(d, numbers.Real):
-            raise TypeError(f'durations must be numbers, not {type(d).__name__} {d!r}')
-        if not d >= 0:
-            raise ValueError(f'durations must be >= 0, got {d}')
+        _check_real('a duration', d, strict=False)
     if not copy_s or len(copy_s) != len(compute_s):
         raise ValueError(f'need as many copies as computes, at least one: {len(copy_s)} and {len(compute_s)}')
     copies, computes, t_copy, t_compute = [], [], 0.0, 0.0
@@ -1020,17 +1014,6 @@ def pipeline_schedule(copy_s, compute_s):
 
 
 # ---- from notebooks/12_collectives_and_sharding.ipynb ----
-def _check_count(name, value, low):
-    """Raise TypeError unless ``value`` is an int, ValueError unless it is >= ``low``.
-
-    Defined in notebooks/12_collectives_and_sharding.ipynb.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f'{name} must be an int, not {type(value).__name__}')
-    if value < low:
-        raise ValueError(f'{name} must be >= {low}, got {value}')
-
-
 def ring_allreduce_bytes(nbytes, n):
     """Bytes each of ``n`` ranks sends (and receives) in a ring all-reduce of ``nbytes``.
 
@@ -1039,8 +1022,8 @@ def ring_allreduce_bytes(nbytes, n):
 
     Defined in notebooks/12_collectives_and_sharding.ipynb.
     """
-    _check_count('nbytes', nbytes, 0)
-    _check_count('n', n, 1)
+    _check_int('nbytes', nbytes, 0, math.inf)
+    _check_int('n', n, 1, math.inf)
     return 2 * (n - 1) * nbytes / n
 
 
@@ -1049,11 +1032,7 @@ def bus_bandwidth(nbytes, seconds, n):
 
     Defined in notebooks/12_collectives_and_sharding.ipynb.
     """
-    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
-        raise TypeError(f'seconds must be a number, not {type(seconds).__name__}')
-    if not seconds > 0:
-        raise ValueError(f'seconds must be > 0, got {seconds}')
-    return ring_allreduce_bytes(nbytes, n) / seconds
+    return ring_allreduce_bytes(nbytes, n) / _check_real('seconds', seconds)
 
 
 # ---- from notebooks/12_collectives_and_sharding.ipynb ----
@@ -1067,7 +1046,7 @@ def read_rank_results(folder, part, world_size):
     """
     if not isinstance(part, str) or not part:
         raise TypeError(f'part must be a non-empty string, not {part!r}')
-    _check_count('world_size', world_size, 1)
+    _check_int('world_size', world_size, 1, math.inf)
     paths = [os.path.join(folder, f'{part}-rank{r}.json') for r in range(world_size)]
     missing = [r for r, p in enumerate(paths) if not os.path.isfile(p)]
     if missing:
