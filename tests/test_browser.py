@@ -163,13 +163,20 @@ def _saved_run(path, n_cells, timeout_s=30):
         time.sleep(0.5)
 
 
-def test_run_all_cells_in_jupyterlab(tmp_path):
+def browser_tools():
+    """playwright's ``sync_playwright``, once it and Debian's chromium are known to be there;
+    else skip (in CI: fail), saying which is missing."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         sync_playwright = None
     require(sync_playwright is not None, "playwright is not installed (pip install -r requirements.txt)")
     require(CHROMIUM.exists(), f"no browser at {CHROMIUM} (Debian: apt-get install chromium)")
+    return sync_playwright
+
+
+def test_run_all_cells_in_jupyterlab(tmp_path):
+    sync_playwright = browser_tools()
 
     served = tmp_path / "course"
     _stripped_copy(ROOT / "notebooks", served / "notebooks")

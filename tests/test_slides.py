@@ -30,8 +30,8 @@ import nbformat
 import pytest
 
 import slides  # tools/ is put on sys.path by conftest.py
-from conftest import NOTEBOOKS, cells, require, slow, source
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, jupyterlab
+from conftest import NOTEBOOKS, cells, slow, source
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, browser_tools, jupyterlab
 
 SCREEN = {"width": slides.SCREEN[0], "height": slides.SCREEN[1]}
 
@@ -187,12 +187,7 @@ def _show_lesson(page, base, token, path):
 
 @slow("5-15 s a lesson in Chromium, and a JupyterLab to start")
 def test_every_lesson_as_a_slideshow_fits_the_screen(tmp_path):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        sync_playwright = None
-    require(sync_playwright is not None, "playwright is not installed (pip install -r requirements.txt)")
-    require(CHROMIUM.exists(), f"no browser at {CHROMIUM} (Debian: apt-get install chromium)")
+    sync_playwright = browser_tools()
     ARTIFACTS.mkdir(exist_ok=True)
     for old in ARTIFACTS.glob("slides_*.png"):
         old.unlink()
