@@ -3,10 +3,12 @@
 The torchrun tests start real processes (a few seconds each: torchrun imports torch; the
 workers here do not). The four slowest (10-15 s each: they start a "kernel" that imports
 torch, then torchrun, then wait out time limits and grace periods) run in CI and with
-COURSE_SLOW=1 only, which keeps the README's test command within its budget. The tests of "no process left behind" give every process they
-start a tag in its command line (the test's temporary folder) and then look, with
-psutil, for any process that still carries it: a process whose parent died is no longer
-anyone's descendant, but it keeps its command line.
+COURSE_SLOW=1 only, which keeps the README's test command within its budget.
+
+The tests of "no process left behind" give every process they start a tag in its command
+line (the test's temporary folder) and then look, with psutil, for any process that still
+carries it: a process whose parent died is no longer anyone's descendant, but it keeps
+its command line.
 """
 import os
 import signal

@@ -13,8 +13,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-from conftest import require, run_slow
+from conftest import require, slow
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -89,6 +88,7 @@ def _local_cpu_wheel(version):
     return None
 
 
+@slow("about a minute")
 def test_binder_environment_installs_in_a_fresh_virtualenv(tmp_path):
     """Install binder/requirements.txt and run binder/postBuild, as repo2docker does.
 
@@ -102,8 +102,6 @@ def test_binder_environment_installs_in_a_fresh_virtualenv(tmp_path):
     some 110 packages (jupyterlab-rise brings JupyterLab itself here; on Binder it is
     already there), so it runs in CI (COURSE_CI=1) and when asked for (COURSE_SLOW=1).
     """
-    if not run_slow():
-        pytest.skip("slow (about a minute): runs in CI (.ci/run); set COURSE_SLOW=1 to run it here")
     reqs, _ = _requirements(BINDER / "requirements.txt")
     version = _pin(reqs["torch"])
     wheel = _local_cpu_wheel(version)
