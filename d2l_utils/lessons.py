@@ -10,7 +10,6 @@ import contextlib
 import os
 import numbers
 import timeit
-import torch.utils.benchmark as benchmark
 import itertools
 from torch import nn
 import ctypes
@@ -224,6 +223,9 @@ def time_op(fn, device='cpu', min_run_time=0.1, num_threads=1):
     Built on ``torch.utils.benchmark.Timer.blocked_autorange``; the clock synchronizes
     ``device`` (one device or a list) before every reading, so queued work is counted.
     ``num_threads`` is the number of CPU threads PyTorch may use meanwhile, as in Timer.
+    The first call imports ``torch.utils.benchmark``, which on a CUDA build of PyTorch asks
+    whether CUDA is there and so starts the CUDA driver (lesson 1); importing the package
+    does not, so ``CUDA_VISIBLE_DEVICES`` can still be set after ``import d2l_utils``.
 
     Defined in notebooks/03_copies_between_devices.ipynb.
     """
@@ -236,6 +238,7 @@ def time_op(fn, device='cpu', min_run_time=0.1, num_threads=1):
     if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
         raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
     waits = [d for d in _as_devices(device) if d.type != 'cpu']
+    import torch.utils.benchmark as benchmark    # here, not with the package: see the docstring
 
     def clock():
         for d in waits:
