@@ -51,15 +51,25 @@ def gpu_cells(notebook_dir):
                     yield path.name, cell_id, int(gpus), src
 
 
+def measurement_path(name):
+    """Where the measurement file ``name`` (in measurements/) is read from, or None if nowhere.
+
+    A clone's measurements/ first (found from the package, or from the notebook's folder),
+    then the copy that an installed package carries (Colab installs it from git).
+    """
+    package = pathlib.Path(__file__).resolve().parent
+    for folder in (package.parent / 'measurements', pathlib.Path.cwd().parent / 'measurements',
+                   pathlib.Path.cwd() / 'measurements', package / 'measurements'):
+        if (folder / name).exists():
+            return folder / name
+    return None
+
+
 def recording_path():
-    """Where the recording is read from: $COURSE_RECORDING, else the repository's measurements/."""
+    """Where the recording is read from: $COURSE_RECORDING, else ``measurement_path``'s answer."""
     if os.environ.get('COURSE_RECORDING'):
         return pathlib.Path(os.environ['COURSE_RECORDING'])
-    for root in (pathlib.Path(__file__).resolve().parent.parent, pathlib.Path.cwd().parent,
-                 pathlib.Path.cwd()):
-        if (root / 'measurements' / RECORDING).exists():
-            return root / 'measurements' / RECORDING
-    return None
+    return measurement_path(RECORDING)
 
 
 def machine_info():
@@ -129,9 +139,10 @@ def show_recording(cell_id, gpus=1):
         raise RuntimeError(f'cell {cell_id} needs {gpus} CUDA GPU(s) and this machine has {have}, '
                            'yet it took its fallback branch: its GPU code did not run')
     need = f'{gpus} CUDA GPUs' if gpus > 1 else 'a CUDA GPU'
+    here = f'this machine has {have}' if have else 'none here'
     path = recording_path()
     if path is None:
-        print(f'[This cell needs {need}; none here, and no recording from real hardware '
+        print(f'[This cell needs {need}; {here}, and no recording from real hardware '
               f'is installed ({RECORDING} is missing).]')
         return
     rec = json.loads(path.read_text(encoding='utf-8'))

@@ -36,11 +36,11 @@ def badge(notebook_name):
 
 
 def setup_source():
-    return ("# Setup. On Colab, install the course's helpers (Colab keeps its own PyTorch).\n"
+    return ("# Setup. On Colab, install the course's helpers; --no-deps keeps Colab's own PyTorch.\n"
             "# Anywhere else they are already installed, and this cell does nothing.\n"
             "import sys\n"
             "if 'google.colab' in sys.modules:\n"
-            f"    %pip install -q 'd2l-utils @ git+{repo_url()}'")
+            f"    %pip install -q --no-deps 'd2l-utils @ git+{repo_url()}'")
 
 
 def md(text):
