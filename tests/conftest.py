@@ -7,6 +7,9 @@ Some checks need things a newcomer's laptop may lack (Debian's chromium, the loc
 CPU wheel of torch). They skip there, saying why; CI (.ci/run) sets COURSE_CI=1,
 and then a missing prerequisite is a failure, so that the check cannot quietly
 stop running.
+
+On a machine with CUDA GPUs the lessons never share them: the repository's top-level
+conftest.py makes them take turns.
 """
 import json
 import os
@@ -106,3 +109,4 @@ def pytest_sessionfinish(session, exitstatus):
         print("\nThe test run left files in the repository (use a temporary directory):\n  "
               + "\n  ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
