@@ -49,10 +49,10 @@ import types
 
 import torch
 
-import d2l_utils as d2l
-from d2l_utils.recordings import machine_info
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))            # the helpers of this checkout, installed or not
+import d2l_utils as d2l  # noqa: E402
+from d2l_utils.recordings import machine_info  # noqa: E402
 SIZES = [2**k for k in range(10, 29, 2)]          # 1 KiB ... 256 MiB, even powers of two
 PIN_BYTES = 32 * 2**20                            # an odd power of two: no copy above pins its size class
 
