@@ -45,3 +45,21 @@ def test_cpu_requirements_resolve_to_the_cpu_build(tmp_path):
     chosen = {item["metadata"]["name"].lower(): item["metadata"]["version"]
               for item in json.loads(report.read_text())["install"]}
     assert Version(chosen["torch"]) == version, chosen["torch"]
+
+
+def test_the_torch_lower_bound_is_a_release_ci_runs_the_lessons_on():
+    """pyproject.toml's torch>= is the release of CI's second environment, and CI runs the
+    lessons there (.ci/run); the other pins of that environment are the lab's."""
+    import tomllib
+    from packaging.requirements import Requirement
+    deps = [Requirement(d) for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    lower = [Version(s.version) for d in deps if d.name == "torch" for s in d.specifier if s.operator == ">="]
+    second, options = _requirements(ROOT / ".ci" / "requirements-2.11.txt")
+    assert lower == [_pin(second["torch"])], (lower, second["torch"])
+    assert options == ["-e ."], options
+    lab, _ = _requirements(ROOT / "requirements.txt")
+    for name, req in second.items():
+        if name != "torch":
+            assert _pin(req) == _pin(lab[name]), f"{name}: {req} in CI's second environment, {lab[name]} in the lab"
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "-r .ci/requirements-2.11.txt" in run and "-m pytest -p no:cacheprovider notebooks tests" in run
