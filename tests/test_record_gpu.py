@@ -108,3 +108,28 @@ def test_children_run_with_the_allocator_at_its_defaults(monkeypatch):
     assert "PYTORCH_CUDA_ALLOC_CONF" not in env and "PYTORCH_ALLOC_CONF" not in env
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
     assert record_gpu.environment_record()["removed"] == ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
+
+
+def test_the_command_in_contributing_is_one_the_recorder_takes(monkeypatch):
+    """CONTRIBUTING.md writes the GPU machine's command once; the recorder must accept it."""
+    import re
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    line = next(l for l in text.splitlines() if 'tools/record_gpu.py "$OUT"' in l)
+    assert "--target /tmp/site .whl/*.whl" in line and "export PYTHONPATH=/tmp/site" in line
+    args = line.split('tools/record_gpu.py "$OUT"', 1)[1].split()
+    seen = {}
+    monkeypatch.setattr(record_gpu, "record", lambda parsed: seen.setdefault("args", parsed) and 0)
+    record_gpu.main(["/tmp/out", *args])
+    assert seen["args"].budget <= 570, "one command is cut at 600 s: leave room to write the files"
+    assert re.search(r"carry: \[\"\.whl\"\]", text) and "timeout_s: 600" in text
+
+
+def test_measure_gpu_runs_without_an_installed_package(tmp_path):
+    """`python tools/measure_gpu.py` finds the helpers of its checkout itself: run with -S
+    (no site module, so no .pth file adds the editable install), torch on PYTHONPATH."""
+    import torch
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    done = subprocess.run([sys.executable, "-S", str(ROOT / "tools" / "measure_gpu.py"), "--out",
+                           str(tmp_path / "gpu.json")], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={"PYTHONPATH": site, "PATH": os.environ["PATH"]})
+    assert done.returncode == 2 and "no CUDA GPU here" in done.stderr, done.stderr[-2000:]
