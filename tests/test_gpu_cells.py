@@ -95,7 +95,10 @@ def test_fallback_says_when_no_recording_is_installed(monkeypatch, tmp_path, cap
     monkeypatch.setattr(recordings, "recording_path", lambda: None)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     show_recording("99-one-gpu", gpus=1)
-    assert "no recording from real hardware is installed" in capsys.readouterr().out
+    assert "a CUDA GPU; none here, and no recording from real hardware is installed" in capsys.readouterr().out
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)      # a one-GPU machine, a two-GPU cell
+    show_recording("99-two-gpus", gpus=2)
+    assert "needs 2 CUDA GPUs; this machine has 1, and no recording" in capsys.readouterr().out
 
 
 def test_fallback_fails_on_a_machine_that_has_the_gpus(fixture_recording, monkeypatch):
