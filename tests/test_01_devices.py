@@ -1,6 +1,11 @@
 """Unit tests of lesson 1's helpers, with the accelerator count substituted."""
+import itertools
+import json
+import pathlib
 import sys
 import types
+import warnings
+from unittest import mock
 
 import pytest
 import torch
@@ -195,19 +200,102 @@ def test_least_busy_gpus_rejects_bad_k(bad, error):
     (None, [0, 1, 2, 3]),
     ("2,1", [2, 1]),                   # NVIDIA's examples: the listed order
     ("0,2,-1,1", [0, 2]),              # ... and an invalid entry ends the list
-    (" 1 , 2 ", [1, 2]),
+    (" 1 , 2 ", [1, 2]),               # spaces around an index
+    ("+1,2", [1, 2]),                  # a sign, as strtoul reads it
+    ("1gpu2,2ampere", [1, 2]),         # leading digits, as strtoul reads them
+    ("-0,1", [0, 1]),                  # -0 is 0
+    ("1,-3,2", [1]),                   # a negative index ends the list
+    ("gpu0", []),
+    ("", []),
+    ("0,7,3", [0]),                    # no GPU 7: the list ends there
+    ("0,7,0", []),                     # ... but a repeat anywhere before a bad entry hides all
+    ("1,1", []),
+    ("0,GPU-cc44", [0]),               # a list of indices: a UUID ends it
+    ("GPU-cc44,0", [3]),               # a list of UUIDs: an index ends it
     ("GPU-bb33-0000", [2]),
-    ("GPU-c", [3]),
+    ("GPU-c", [3]),                    # a unique prefix
     ("GPU-aa", []),                    # ambiguous
     ("GPU-", []),                      # ambiguous too
-    ("gpu0", []),
-    ("1,MIG-xyz", None),
-    ("1,1", []),
+    ("GPU-c,GPU-aa,GPU-b", [3]),       # an ambiguous prefix ends the list
+    ("GPU-c,GPU-cc44", []),            # two prefixes of one UUID hide every GPU
+    ("GPU-c,GPU-zz,GPU-c", []),        # a repeated entry hides every GPU, even after a bad one
+    ("GPU-c, GPU-b", [3]),             # a space before GPU-: not a UUID, the list ends
+    (" GPU-c", []),                    # a list that starts with a space is read as indices
+    ("MIG-xyz", None),                 # MIG instances
+    ("1,MIG-xyz", [1]),                # an index list: MIG- ends it, as a UUID would
 ])
-def test_visible_nvml_indices_reads_the_variable_as_cuda_does(value, expected):
+def test_visible_nvml_indices_reads_the_variable_as_pytorch_does(value, expected):
     assert d2l.lessons._visible_nvml_indices(value, UUIDS) == expected
+
+
+def _pytorch_reading(value, uuids, monkeypatch):
+    """The NVML indices PyTorch itself reads from CUDA_VISIBLE_DEVICES=value (what
+    torch.cuda.device_count() counts through NVML), or None where it gives up (MIG)."""
+    if value is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    ids = torch.cuda._parse_visible_devices()
+    if ids and isinstance(ids[0], str):
+        return None if ids[0].startswith("MIG-") else torch.cuda._transform_uuid_to_ordinals(ids, uuids)
+    return list(itertools.takewhile(lambda i: i < len(uuids), ids))    # as _device_count_nvml
+
+
+def test_visible_nvml_indices_agrees_with_pytorchs_own_reading(monkeypatch):
+    """Every list of up to three entries from a set of awkward ones, against PyTorch's code."""
+    if not all(hasattr(torch.cuda, f) for f in ("_parse_visible_devices", "_transform_uuid_to_ordinals")):
+        pytest.skip("this PyTorch reads CUDA_VISIBLE_DEVICES with other private functions")
+    entries = ["0", "1", "3", "7", "-1", "-0", "+2", " 2 ", "1gpu", "gpu1", "", "GPU-aa11-0000",
+               "GPU-aa", "GPU-c", "GPU-cc44", "GPU-zz", " GPU-bb33", "MIG-x"]
+    values = [None] + [",".join(combo) for n in (1, 2, 3) for combo in itertools.product(entries, repeat=n)]
+    differ = [v for v in values if d2l.lessons._visible_nvml_indices(v, UUIDS) != _pytorch_reading(v, UUIDS, monkeypatch)]
+    assert not differ, f"read otherwise than PyTorch: {differ[:10]}"
+    assert len(values) > 5000
 
 
 def test_visible_nvml_indices_rejects_a_non_string():
     with pytest.raises(TypeError, match="string"):
         d2l.lessons._visible_nvml_indices(2, UUIDS)
+
+
+def _lesson_functions(*names):
+    """Functions that lesson 1 defines in cells it does not save (#@save), by name."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / "01_devices.ipynb"
+    namespace = {}
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and any(f"def {name}(" in source for name in names):
+            exec(source, namespace)
+    return [namespace[name] for name in names]
+
+
+def _pytorch_warns_really(capability, arch_list):
+    """Run PyTorch's own start-up checks for one card of this capability under this build."""
+    fake = dict(get_arch_list=lambda: arch_list, device_count=lambda: 1,
+                get_device_capability=lambda i: capability, get_device_name=lambda i: "card")
+    with mock.patch.multiple(torch.cuda, **fake), mock.patch.object(torch.version, "cuda", "12.6"), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda._check_capability()
+        torch.cuda._check_cubins()
+    return bool(caught)
+
+
+def test_pytorch_warns_transcribes_pytorchs_own_checks():
+    """The lesson's pytorch_warns against _check_capability and _check_cubins themselves, for
+    every card and every build of one or two entries from known architectures (Jetson's
+    integrated GPUs and Thor left out, as the lesson says)."""
+    if not all(hasattr(torch.cuda, f) for f in ("_check_capability", "_check_cubins")):
+        pytest.skip("this PyTorch checks the architectures with other private functions")
+    pytorch_warns, build_runs_on = _lesson_functions("pytorch_warns", "build_runs_on")
+    versions = [50, 60, 70, 75, 80, 86, 89, 90, 100, 103, 120]
+    archs = [f"{kind}_{v}{suffix}" for v in versions for kind, suffix in
+             [("sm", ""), ("compute", ""), ("sm", "a"), ("sm", "f")]]
+    builds = [[a] for a in archs] + [list(pair) for pair in itertools.combinations(archs[::2], 2)]
+    cards = [(v // 10, v % 10) for v in versions] + [(12, 1)]
+    differ = [(card, build) for card in cards for build in builds
+              if pytorch_warns(card, build) != _pytorch_warns_really(card, build)]
+    assert not differ, f"pytorch_warns differs from PyTorch: {differ[:5]}"
+    # and the lesson's examples of disagreement with NVIDIA's rules are real
+    assert _pytorch_warns_really((9, 0), ["compute_90"]) and build_runs_on((9, 0), ["compute_90"])
+    assert not _pytorch_warns_really((10, 3), ["sm_100a"]) and not build_runs_on((10, 3), ["sm_100a"])
