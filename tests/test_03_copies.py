@@ -69,10 +69,12 @@ def test_time_op_restores_the_thread_count():
     ((lambda: None, []), {}, ValueError, "at least one device"),
     ((lambda: None, "cuda:99"), {}, ValueError, "not present"),
     ((lambda: None, "meta"), {}, ValueError, "not present"),
-    ((lambda: None,), {"min_run_time": 0}, ValueError, "> 0"),
-    ((lambda: None,), {"min_run_time": "1"}, TypeError, "number of seconds"),
-    ((lambda: None,), {"min_run_time": True}, TypeError, "number of seconds"),
-    ((lambda: None,), {"num_threads": 0}, ValueError, "int >= 1"),
+    ((lambda: None, "nonsense"), {}, ValueError, "not a device"),
+    ((lambda: None,), {"min_run_time": 0}, ValueError, "min_run_time must be > 0"),
+    ((lambda: None,), {"min_run_time": "1"}, TypeError, "min_run_time must be a number, not str"),
+    ((lambda: None,), {"min_run_time": True}, TypeError, "min_run_time must be a number, not bool"),
+    ((lambda: None,), {"num_threads": 0}, ValueError, "num_threads must be >= 1"),
+    ((lambda: None,), {"num_threads": 1.5}, TypeError, "num_threads must be an int, not float"),
 ])
 def test_time_op_rejects_bad_arguments(args, kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -125,6 +127,7 @@ def test_fit_recovers_latency_and_bandwidth():
     ([1024, 2048], [1e-6], "at least two"),
     ([0, 2048], [1e-6, 2e-6], "positive"),
     ([1024, 2048], [1e-6, -2e-6], "positive"),
+    ((1024, 2048, 4096), (1e-6, 2e-6), "as many"),
 ])
 def test_fit_rejects_bad_data(sizes, times, message):
     with pytest.raises(ValueError, match=message):
@@ -132,8 +135,10 @@ def test_fit_rejects_bad_data(sizes, times, message):
 
 
 def test_fit_wants_lists():
-    with pytest.raises(TypeError, match="lists"):
+    with pytest.raises(TypeError, match="nbytes must be a list of sizes, not int"):
         d2l.fit_latency_bandwidth(1024, 1e-6)
+    with pytest.raises(TypeError, match="seconds must be a list of times, not float"):
+        d2l.fit_latency_bandwidth([1024, 2048], 1e-6)
 
 
 @cuda
@@ -370,3 +375,155 @@ def test_nvidia_smi_answers_the_calls_that_read_the_link():
                     "idle_generation": 1, "idle_width": 16, "load_generation": 5, "load_width": 16}
     assert all(c[0] == "nvidia-smi" and "--format=csv,noheader,nounits" in c for c in commands)
     assert measure_gpu.nvml_handle(smi, Props(uuid="aaaaaaaa-0000-0000-0000-000000000000")) == (0, "uuid")
+
+
+# ---- the lesson's own cells (notebooks/03_copies_between_devices.ipynb) ----
+import contextlib  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+import warnings  # noqa: E402
+
+from conftest import ROOT, code_cells, source  # noqa: E402
+
+LESSON = ROOT / "notebooks" / "03_copies_between_devices.ipynb"
+
+
+def lesson_cell(anchor):
+    """The source of the lesson's one code cell that contains ``anchor``."""
+    found = [source(c) for c in code_cells(LESSON) if anchor in source(c)]
+    assert len(found) == 1, f"{anchor!r}: {len(found)} cells"
+    return found[0]
+
+
+def lesson_namespace(*anchors, **names):
+    """Run the lesson's cells that contain ``anchors``, in order, in one namespace."""
+    namespace = {"torch": torch, "warnings": warnings, **names}
+    for anchor in anchors:
+        exec(lesson_cell(anchor), namespace)
+    return namespace
+
+
+def test_pcie_ceilings_follow_the_encodings():
+    pcie_gb_s = lesson_namespace("def pcie_gb_s(")["pcie_gb_s"]
+    assert pcie_gb_s(1) == pytest.approx(4.0)            # 16 lanes x 2.5 GT/s x 8/10, in bytes
+    assert pcie_gb_s(2, lanes=8) == pytest.approx(4.0)
+    assert pcie_gb_s(3) == pytest.approx(15.75, abs=0.01)
+    assert pcie_gb_s(5) == 4 * pcie_gb_s(3) == pytest.approx(63.0, abs=0.1)
+
+
+class FakePynvml(types.ModuleType):
+    """Just the part of nvidia-ml-py that the lesson's pcie_link uses: two GPUs, found by UUID."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, fail_init=False):
+        super().__init__("pynvml")
+        self.fail_init, self.open = fail_init, 0
+        self.cards = {"GPU-aaaaaaaa-0000-0000-0000-000000000000": (3, 16, 1, 16),      # a T4: Gen3 x16, idle
+                      "GPU-bbbbbbbb-0000-0000-0000-000000000000": (5, 16, 5, 16)}
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NVMLError("NVML Shared Library Not Found")
+        self.open += 1
+
+    def nvmlShutdown(self):
+        self.open -= 1
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in self.cards:
+            raise self.NVMLError("Not Found")
+        return uuid
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, card):
+        return self.cards[card][0]
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, card):
+        return self.cards[card][1]
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, card):
+        return self.cards[card][2]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, card):
+        return self.cards[card][3]
+
+
+def _pcie_link_with(monkeypatch, nvml, uuid):
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: types.SimpleNamespace(uuid=uuid, name="Fake GPU", is_integrated=0))
+    return lesson_namespace("def pcie_link(")["pcie_link"](torch.device("cuda:0"))
+
+
+def test_pcie_link_finds_the_card_by_its_cuda_uuid(monkeypatch):
+    nvml = FakePynvml()
+    # CUDA prints a UUID without NVML's 'GPU-' (str of _CUuuid in torch/csrc/cuda/Module.cpp)
+    assert _pcie_link_with(monkeypatch, nvml, "aaaaaaaa-0000-0000-0000-000000000000") == ((3, 16), (1, 16))
+    assert _pcie_link_with(monkeypatch, nvml, "bbbbbbbb-0000-0000-0000-000000000000") == ((5, 16), (5, 16))
+    assert nvml.open == 0                                # every nvmlInit was shut down
+
+
+@pytest.mark.parametrize("nvml, uuid", [
+    (None, "aaaaaaaa-0000-0000-0000-000000000000"),              # nvidia-ml-py not installed
+    (FakePynvml(fail_init=True), "aaaaaaaa-0000-0000-0000-000000000000"),   # no NVIDIA driver
+    (FakePynvml(), "cccccccc-0000-0000-0000-000000000000"),      # NVML does not know it (a MIG slice, say)
+])
+def test_pcie_link_says_none_where_nvml_cannot_answer(monkeypatch, nvml, uuid):
+    assert _pcie_link_with(monkeypatch, nvml, uuid) is None
+    assert nvml is None or nvml.open == 0
+
+
+def test_pcie_link_calls_only_what_nvidia_ml_py_has():
+    # The fake above is only a stand-in: the names the lesson calls must exist in the real package.
+    pynvml = pytest.importorskip("pynvml")
+    called = set(re.findall(r"pynvml\.(\w+)", lesson_cell("def pcie_link(")))
+    assert called and all(hasattr(pynvml, name) for name in called), called
+
+
+def test_the_real_pcie_link_without_nvidia_driver_says_none():
+    if torch.cuda.is_available():
+        pytest.skip("there is a CUDA GPU here")
+    pytest.importorskip("pynvml")
+    assert lesson_namespace("def pcie_link(")["pcie_link"](torch.device("cuda:0")) is None
+
+
+DEPRECATED = "The argument 'device' of Tensor.pin_memory() is deprecated. Please do not pass this argument."
+
+
+def test_passing_a_device_to_pin_memory_warns_as_pytorch_2_9_and_2_10_do_on_every_batch():
+    # Their torch/utils/data/_utils/pin_memory.py pins each tensor with data.pin_memory(device); the
+    # DeprecationWarning comes from ATen, before pinning (which fails here without CUDA).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(RuntimeError):
+            torch.ones(1).pin_memory("cuda")
+    assert any(w.category is DeprecationWarning and str(w.message).startswith(DEPRECATED) for w in caught)
+
+
+@pytest.mark.parametrize("cuda_present", [False, True])
+def test_dataloader_cells_catch_only_the_warning_they_teach(monkeypatch, cuda_present):
+    """The two DataLoader cells, without an accelerator and with a pretend CUDA GPU whose loader
+    pins like PyTorch 2.9 and 2.10: a DeprecationWarning on every batch, which is not theirs."""
+    if cuda_present:
+        import torch.utils.data._utils.pin_memory as pinning
+
+        def pin_like_2_9(data, device=None):
+            warnings.warn(DEPRECATED, DeprecationWarning)
+            return data
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+        monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a, **k: torch.device("cuda"))
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(pinning, "pin_memory", pin_like_2_9)
+        monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, *a: True)
+    elif torch.accelerator.is_available():
+        pytest.skip("there is an accelerator here")
+    with warnings.catch_warnings(record=True) as passed_on:
+        warnings.simplefilter("always", DeprecationWarning)       # as a test run shows them
+        namespace = lesson_namespace("NO_ACCELERATOR = ", "warnings.filterwarnings('error', message=NO_ACCELERATOR)",
+                                     gpu=torch.device("cpu"))
+    assert len(namespace["batches"]) == 4
+    assert bool(namespace["ours"]) is not cuda_present
+    others = [str(w.message) for w in passed_on]
+    assert others == ([DEPRECATED] * 5 if cuda_present else []), others      # 1 + 4 batches, let through

@@ -159,3 +159,43 @@ def test_other_threads_run_during_a_pytorch_call_and_not_during_a_call_that_hold
 
 def test_the_gpu_only_cells_are_marked_and_ask_for_cuda():
     assert cuda_cells(LESSON) == GPU_CELLS
+
+
+def lesson_function(name, **names):
+    """Execute the lesson's code cell that defines ``name`` and return the function."""
+    from conftest import code_cells, source
+    cell, = [c for c in code_cells(LESSON) if f"def {name}(" in source(c)]
+    namespace = {"torch": torch, "time": time, "d2l": d2l, "device": torch.device("cpu"), **names}
+    import statistics
+    namespace["statistics"] = statistics
+    exec(source(cell), namespace)
+    return namespace[name]
+
+
+def test_in_turn_keeps_the_fastest_and_pairs_rounds_so_a_slow_spell_cancels():
+    # The machine slows down fourfold halfway (another program starts): both timers see it.
+    # The fastest readings differ by 10%, but every round's ratio is the same 1.1.
+    in_turn = lesson_function("in_turn")
+    speed = iter([1] * 8 + [4] * 8 + [1] * 14)
+    fastest_a, fastest_b, quartiles = in_turn(lambda: 1.1 * next(speed), lambda: 1.0 * next(speed))
+    assert (fastest_a, fastest_b) == (1.1, 1.0)
+    assert quartiles == pytest.approx([1.1, 1.1, 1.1])
+
+
+def test_in_turn_shows_noise_as_a_spread_of_ratios():
+    # Two timers of the same work with noise: the ratios spread on both sides of 1.
+    in_turn = lesson_function("in_turn")
+    noise = iter([1.0, 1.3, 1.2, 1.0, 1.0, 1.0, 1.4, 1.1, 1.0, 1.2, 1.1, 1.0])
+    low, mid, high = in_turn(lambda: next(noise), lambda: next(noise), rounds=6)[2]
+    assert low < 1 < high and low < mid < high
+
+
+def test_the_clock_cells_report_a_spread_and_time_every_width_in_rounds():
+    # Lesson 4's stored outputs must carry their spread (issue: a gap that is noise read as a
+    # cost), and the GPU cell must time each width more than once (a slow card at width 4096).
+    from conftest import code_cells, source
+    texts = [source(c) for c in code_cells(LESSON)]
+    timing = [t for t in texts if "in_turn(lambda: clock(" in t]
+    assert len(timing) == 3 and all("middle half" in t or "ratio by round" in t for t in timing)
+    gpu_loop, = [t for t in texts if "d2l.show_recording('04-training-loop'" in t]
+    assert "in_turn(" in gpu_loop and "time_op" not in gpu_loop
