@@ -83,6 +83,7 @@ def test_train_epoch_runs_on_try_gpu():
     ("optimizer", TypeError, "Optimizer"),
     ("device", TypeError, "str or torch.device"),
     ("device_name", ValueError, "not a device"),
+    ("absent", ValueError, "not present"),
     ("elsewhere", ValueError, "net.to"),
     ("empty", ValueError, "no batches"),
 ])
@@ -91,7 +92,73 @@ def test_train_epoch_rejects_bad_input(which, error, match):
     args = dict(net=net, data_iter=_loader(), loss_fn=nn.MSELoss(), optimizer=opt, device='cpu')
     args.update({"net": {"net": lambda x: x}, "loss_fn": {"loss_fn": "mse"},
                  "optimizer": {"optimizer": object()}, "device": {"device": 0},
-                 "device_name": {"device": "not-a-device"}, "elsewhere": {"device": "meta"},
+                 "device_name": {"device": "not-a-device"}, "absent": {"device": "cuda:99"},
+                 "elsewhere": {"net": nn.Linear(2, 1).to('meta')},     # the model not on 'cpu'
                  "empty": {"data_iter": []}}[which])
     with pytest.raises(error, match=match):
         d2l.train_epoch(**args)
+
+
+# ---- the lesson's story of Adam's two paths (notebooks/05_module_placement.ipynb) ----
+# The GPU cell '05-adam-step-mixes-devices' asserts that, with the parameters on CUDA and
+# Adam's state left on the CPU, the step fails in _multi_tensor_adam at torch._foreach_lerp_.
+# No GPU here: the meta device stands in for CUDA, on the same Python path.
+import ast  # noqa: E402
+import os  # noqa: E402
+import traceback  # noqa: E402
+
+from torch.optim.optimizer import _default_to_fused_or_foreach  # noqa: E402
+from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices  # noqa: E402
+
+from conftest import ROOT, code_cells, source  # noqa: E402
+
+LESSON = ROOT / 'notebooks' / '05_module_placement.ipynb'
+
+
+def lesson_function(name):
+    """The function ``name`` as the lesson defines it (only its ``def``, not the rest of the cell)."""
+    cell = next(c for c in code_cells(LESSON) if f'def {name}(' in source(c))
+    tree = ast.parse(source(cell))
+    namespace = {'os': os, 'traceback': traceback}
+    exec(compile(ast.Module([n for n in tree.body if getattr(n, 'name', None) == name], []), 'lesson', 'exec'),
+         namespace)
+    return namespace[name]
+
+
+def test_adam_loops_on_the_cpu_and_takes_foreach_on_cuda():
+    assert _default_to_fused_or_foreach([nn.Parameter(torch.ones(2))], False) == (False, False)
+    assert 'cuda' in _get_foreach_kernels_supported_devices()
+    assert 'cpu' not in _get_foreach_kernels_supported_devices()
+
+
+def test_adam_dtype_error_on_the_cpu_comes_from_the_loop():
+    where_in_adam = lesson_function('where_in_adam')
+    small = nn.Linear(2, 1)
+    adam = torch.optim.Adam(small.parameters())
+    small(torch.ones(3, 2)).sum().backward()
+    adam.step()
+    small.to(torch.float64)
+    small(torch.ones(3, 2, dtype=torch.float64)).sum().backward()
+    with pytest.raises(RuntimeError, match='dtype') as info:
+        adam.step()
+    assert where_in_adam(info.value) == '_single_tensor_adam: exp_avg.lerp_(grad, 1 - device_beta1)'
+
+
+def test_foreach_grouping_lets_float32_cpu_state_beside_parameters_elsewhere():
+    """The exception meant for step counters also lets a left-behind exp_avg through."""
+    p, g = torch.ones(2, device='meta'), torch.ones(2, device='meta')
+    grouped = torch._C._group_tensors_by_device_and_dtype([[p], [g], [torch.zeros(2)]], False)
+    assert list(grouped) == [(torch.device('meta'), torch.float32)]
+    with pytest.raises(RuntimeError, match='same device'):     # an int64 state is not let through
+        torch._C._group_tensors_by_device_and_dtype([[p], [g], [torch.zeros(2, dtype=torch.int64)]], False)
+
+
+def test_adam_foreach_step_with_cpu_state_fails_at_foreach_lerp():
+    where_in_adam = lesson_function('where_in_adam')
+    w = nn.Parameter(torch.ones(1, 2, device='meta'))          # stands in for a parameter on cuda:0
+    adam = torch.optim.Adam([w], foreach=True)                 # what Adam picks by itself on CUDA
+    adam.state[w] = {'step': torch.tensor(1.0), 'exp_avg': torch.zeros(1, 2), 'exp_avg_sq': torch.zeros(1, 2)}
+    w.grad = torch.ones(1, 2, device='meta')
+    with pytest.raises(RuntimeError, match='device') as info:
+        adam.step()
+    assert where_in_adam(info.value).startswith('_multi_tensor_adam: torch._foreach_lerp_(')

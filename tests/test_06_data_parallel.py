@@ -35,13 +35,14 @@ def test_split_batch_keeps_autograd_history():
 
 
 @pytest.mark.parametrize('X, y, devices, error, message', [
-    ([1, 2], torch.zeros(2), [CPU], TypeError, 'must be tensors'),
-    (torch.zeros(2), None, [CPU], TypeError, 'must be tensors'),
+    ([1, 2], torch.zeros(2), [CPU], TypeError, 'must be a tensor'),
+    (torch.zeros(2), None, [CPU], TypeError, 'must be a tensor'),
     (torch.zeros(2), torch.zeros(2), 'cpu', TypeError, 'list of devices'),
     (torch.zeros(2), torch.zeros(2), CPU, TypeError, 'list of devices'),
-    (torch.zeros(2), torch.zeros(2), [0, 1], TypeError, 'list of devices'),
-    (torch.zeros(2), torch.zeros(2), [], ValueError, 'empty'),
-    (torch.zeros(2), torch.zeros(2), ['nonsense'], ValueError, 'not a device name'),
+    (torch.zeros(2), torch.zeros(2), [0, 1], TypeError, 'must be a str or torch.device'),
+    (torch.zeros(2), torch.zeros(2), [], ValueError, 'at least one device'),
+    (torch.zeros(2), torch.zeros(2), ['nonsense'], ValueError, 'not a device'),
+    (torch.zeros(2), torch.zeros(2), ['cpu', 'cuda:99'], ValueError, 'not present'),
     (torch.zeros(3, 2), torch.zeros(2), [CPU], ValueError, 'same number'),
     (torch.zeros(0, 2), torch.zeros(0), [CPU], ValueError, 'same number'),
     (torch.tensor(1.), torch.tensor(1.), [CPU], ValueError, 'same number'),

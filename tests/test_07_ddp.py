@@ -226,6 +226,34 @@ def test_run_processes_runs_commands_together_and_captures_each(tmp_path):
     assert 'COURSE_TEST_VAR' not in os.environ and 'D2L_RUN_PROCESSES' not in os.environ
 
 
+# A child that fails, and says which PYTHON_COLORS it got.
+FAILING_CHILD = "import os; print(os.environ.get('PYTHON_COLORS')); raise RuntimeError('plain')"
+
+
+def test_run_processes_children_write_plain_tracebacks(monkeypatch):
+    """Jupyter's kernel sets FORCE_COLOR=1, which Python 3.13+ obeys by colouring tracebacks."""
+    monkeypatch.setenv('FORCE_COLOR', '1')
+    monkeypatch.setenv('PYTHON_COLORS', '1')          # the parent's own choice does not reach it
+    run, = d2l.run_processes([[sys.executable, '-c', FAILING_CHILD]], timeout=60)
+    assert (run.returncode, run.stdout) == (1, '0\n')
+    assert run.stderr.endswith('\nRuntimeError: plain\n') and '\x1b[' not in run.stderr
+
+
+def test_run_processes_env_can_ask_for_colours():
+    run, = d2l.run_processes([[sys.executable, '-c', FAILING_CHILD]], timeout=60, env={'PYTHON_COLORS': '1'})
+    assert run.stdout == '1\n'
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13), reason='Python colours its tracebacks from 3.13 on')
+def test_without_the_helper_a_child_colours_its_traceback(monkeypatch):
+    """The control: what the test above would see if run_processes did not set PYTHON_COLORS."""
+    monkeypatch.setenv('FORCE_COLOR', '1')
+    monkeypatch.delenv('PYTHON_COLORS', raising=False)
+    monkeypatch.delenv('NO_COLOR', raising=False)
+    run = subprocess.run([sys.executable, '-c', FAILING_CHILD], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and '\x1b[' in run.stderr
+
+
 @pytest.mark.parametrize('args, kwargs, error, message', [
     ((123, 2), {}, TypeError, 'script must be a path'),
     (('no/such/script.py', 2), {}, ValueError, 'no such script'),
