@@ -72,6 +72,17 @@ def test_training_memory_rejects_bad_input(args, error):
         d2l.training_memory(*args)
 
 
+def test_training_memory_messages_say_what_was_expected():
+    with pytest.raises(TypeError, match='model must be an nn.Module, not generator'):
+        d2l.training_memory(_mlp().parameters())
+    with pytest.raises(ValueError, match=r"optimizer must be one of \['adam', 'adamw', 'momentum', 'sgd'\]"):
+        d2l.training_memory(_mlp(), 'adagrad')
+    with pytest.raises(TypeError, match='master_weights must be True or False'):
+        d2l.training_memory(_mlp(), 'adam', 1)
+    with pytest.raises(ValueError, match='float32 parameters are their own master copy'):
+        d2l.training_memory(_mlp(), 'adam', True)
+
+
 def test_saved_tensor_bytes_counts_what_backward_needs():
     x = torch.randn(10, 8)
     w = torch.randn(8, 16, requires_grad=True)
@@ -101,6 +112,24 @@ def test_saved_tensor_bytes_works_on_meta_and_leaves_the_graph_usable():
     d2l.saved_tensor_bytes(lambda: out.append(real(torch.randn(3, 8)).sum()))
     out[0].backward()                                       # the hooks handed the tensors back
     assert all(p.grad is not None for p in real.parameters())
+
+
+def test_saved_tensor_bytes_by_dtype_splits_the_same_total():
+    # lessons 9 and 12 call it with by_dtype=True: {dtype: bytes}, adding up to the plain count
+    w = torch.randn(8, 16, requires_grad=True)
+    x = torch.randn(10, 8, dtype=torch.float64)
+    fn = lambda: torch.relu(x.float() @ w).to(torch.bfloat16).square()
+    split = d2l.saved_tensor_bytes(fn, exclude=[w], by_dtype=True)
+    # float32: the cast of x (for w's gradient) and relu's output; bfloat16: square's input
+    assert split == {torch.float32: (10 * 8 + 10 * 16) * 4, torch.bfloat16: 10 * 16 * 2}
+    assert sum(split.values()) == d2l.saved_tensor_bytes(fn, exclude=[w])
+
+
+def test_saved_tensor_bytes_accepts_a_generator_of_tensors_to_exclude():
+    net = nn.Linear(8, 4)
+    x = torch.randn(3, 8)
+    assert (d2l.saved_tensor_bytes(lambda: net(x), exclude=(p for p in [*net.parameters(), x]))
+            == d2l.saved_tensor_bytes(lambda: net(x), exclude=[*net.parameters(), x]) == 0)
 
 
 @pytest.mark.parametrize("args, error", [
@@ -169,6 +198,7 @@ def test_peak_memory_on_the_cpu():
     ((lambda: None, 0), TypeError),
     ((lambda: None, 'meta'), ValueError),
     ((lambda: None, 'cuda:99'), ValueError),
+    ((lambda: None, 'not a device'), ValueError),
 ])
 def test_peak_memory_rejects_bad_input(args, error):
     with pytest.raises(error):
