@@ -1,5 +1,6 @@
-"""Unit tests of lesson 9's helpers: round_mantissa, tf32_matmuls(_enabled); and
-lesson 8's saved_tensor_bytes split by dtype, as this lesson uses it."""
+"""Unit tests of lesson 9's helpers: round_mantissa, tf32_matmuls(_enabled); the PyTorch
+behaviour the lesson states about the old and new TF32 switches; and lesson 8's
+saved_tensor_bytes split by dtype, as this lesson uses it."""
 import warnings
 
 import pytest
@@ -135,6 +136,34 @@ def test_tf32_matmuls_enabled_sees_a_setting_made_for_all_backends():
         torch.backends.fp32_precision = 'none'
         torch.backends.cuda.matmul.fp32_precision = 'none'
     assert not d2l.tf32_matmuls_enabled()
+
+
+@pytest.mark.skipif(torch.__version__ < (2, 9), reason="the newer switch takes 'tf32'/'ieee' from 2.9 on")
+def test_old_tf32_getters_raise_inside_tf32_matmuls_and_agree_after_the_old_setter():
+    # The lesson's section "Old and new switches do not mix" says so (checked in 2.11 and 2.13).
+    old = (torch.get_float32_matmul_precision, lambda: torch.backends.cuda.matmul.allow_tf32)
+    with d2l.tf32_matmuls(True):
+        for read in old:
+            with pytest.raises(RuntimeError, match='mix of the legacy and new'):
+                read()
+    assert [read() for read in old] == ['highest', False]
+    try:
+        torch.set_float32_matmul_precision('high')          # writes the old and the new record
+        assert [read() for read in old] == ['high', True] and d2l.tf32_matmuls_enabled()
+    finally:
+        torch.set_float32_matmul_precision('highest')
+        torch.backends.cuda.matmul.fp32_precision = torch.backends.mkldnn.matmul.fp32_precision = 'none'
+    assert not d2l.tf32_matmuls_enabled()
+
+
+def test_profiler_runs_inside_tf32_matmuls():
+    # The lesson says the profiler reads the new record (2.11, 2.13) and works in the block.
+    a = torch.randn(8, 8)
+    with d2l.tf32_matmuls(True), warnings.catch_warnings():
+        warnings.simplefilter('ignore')                      # 2.11 warns about clearing events
+        with torch.profiler.profile() as prof:
+            a @ a
+    assert any(e.name == 'aten::mm' for e in prof.events())
 
 
 @pytest.mark.parametrize("enabled", [1, 'yes', None, torch.tensor(True)])
