@@ -1,6 +1,6 @@
-"""Lesson 11's helpers (Prefetcher, pipeline_schedule) on any machine, the CUDA path of
-Prefetcher where there is a GPU, the settings the lesson's compile cells rely on (nothing
-is compiled here: a cold compile takes seconds), and the shape of its GPU-only cells."""
+"""Lesson 11's helpers (add_to_class, Prefetcher, pipeline_schedule) on any machine, the CUDA
+path of Prefetcher where there is a GPU, the settings and facts the lesson's compile cells rely
+on (nothing is compiled here: a cold compile takes seconds), and the shape of its GPU-only cells."""
 import collections
 import pathlib
 import random
@@ -13,7 +13,8 @@ import d2l_utils as d2l
 
 LESSON = ROOT / "notebooks" / "11_overlap_and_launch_overhead.ipynb"
 GPU_CELLS = {"11-copy-compute-overlap": 1, "11-prefetcher": 1, "11-pinned-buffer-reuse": 1,
-             "11-record-stream": 1, "11-cuda-graph-replay": 1, "11-reduce-overhead": 1}
+             "11-record-stream": 1, "11-cuda-graph-replay": 1, "11-reduce-overhead": 1,
+             "11-graphed-callables": 1}
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 Pair = collections.namedtuple("Pair", "x y")
 
@@ -52,11 +53,32 @@ def test_prefetcher_walks_a_dataloader():
     assert [y.tolist() for _, y in out] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
 
 
-@pytest.mark.parametrize("loader, device, error", [
-    (42, "cpu", TypeError), (None, "cpu", TypeError), ([], 3.0, TypeError), ([], 0, TypeError),
-    ([], "gpu", ValueError)])
-def test_prefetcher_rejects_bad_arguments(loader, device, error):
-    with pytest.raises(error):
+def test_add_to_class_grows_a_class_and_its_existing_instances():
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+    before = Counter()
+
+    @d2l.add_to_class(Counter)
+    def step(self, by=1):
+        """Add ``by``."""
+        self.n += by
+        return self.n
+
+    assert Counter.step is step and step.__name__ == "step"     # stored under its own name, returned
+    assert before.step(2) == 2 and Counter().step() == 1        # an instance made earlier has it too
+    assert {"__len__", "__iter__", "_copy_next"} <= set(vars(d2l.Prefetcher))
+
+
+@pytest.mark.parametrize("loader, device, error, match", [
+    (42, "cpu", TypeError, "loader must be an iterable of batches"),
+    (None, "cpu", TypeError, "loader must be an iterable of batches"),
+    (torch.utils.data.TensorDataset(torch.zeros(4, 2)), "cpu", TypeError, "not a Dataset"),   # would walk samples
+    ([], 3.0, TypeError, "must be a str or torch.device"), ([], 0, TypeError, "must be a str or torch.device"),
+    ([], "gpu", ValueError, "not a device: 'gpu'")])
+def test_prefetcher_rejects_bad_arguments(loader, device, error, match):
+    with pytest.raises(error, match=match):
         d2l.Prefetcher(loader, device)
 
 
@@ -97,12 +119,13 @@ def test_pipeline_schedule_is_never_longer_than_serial_nor_shorter_than_either_r
         assert all(b[0] >= a[1] - 1e-12 for a, b in zip(computes, computes[1:]))
 
 
-@pytest.mark.parametrize("copy_s, compute_s, error", [
-    ([], [], ValueError), ([1, 2], [1], ValueError), ([-1], [1], ValueError),
-    ([float("nan")], [1], ValueError), (["1"], [1], TypeError), ([True], [1], TypeError),
-    (5, [1], TypeError)])
-def test_pipeline_schedule_rejects_bad_durations(copy_s, compute_s, error):
-    with pytest.raises(error):
+@pytest.mark.parametrize("copy_s, compute_s, error, match", [
+    ([], [], ValueError, "at least one"), ([1, 2], [1], ValueError, "as many copies as computes"),
+    ([-1], [1], ValueError, "a copy duration must be >= 0"), ([1], [-1], ValueError, "a compute duration"),
+    ([float("nan")], [1], ValueError, "must be finite"), (["1"], [1], TypeError, "must be a number"),
+    ([True], [1], TypeError, "must be a number"), (5, [1], TypeError, "not iterable")])
+def test_pipeline_schedule_rejects_bad_durations(copy_s, compute_s, error, match):
+    with pytest.raises(error, match=match):
         d2l.pipeline_schedule(copy_s, compute_s)
 
 
@@ -112,9 +135,67 @@ def test_the_settings_the_compile_cells_rely_on_exist():
     inductor = pathlib.Path(torch.__file__).parent / "_inductor"
     config = (inductor / "config.py").read_text(encoding="utf-8")
     assert "\ncompile_threads" in config and "vec_isa_ok" in config
+    # vec_isa_ok=True: "force usage as specified, without testing", i.e. no probe, still vectorized
+    assert "if vec_isa_ok is not None:\n            return vec_isa_ok" in (
+        inductor / "cpu_vec_isa.py").read_text(encoding="utf-8")
     assert '"triton.cudagraphs": True' in (inductor / "__init__.py").read_text(encoding="utf-8")
     exc = (inductor / "exc.py").read_text(encoding="utf-8")
     assert "class InvalidCxxCompiler" in exc and "No working C++ compiler found" in exc
+
+
+def test_what_the_lesson_says_about_rounding_is_in_the_source():
+    """The CPU's C++ is compiled without contraction by default; Triton kernels with FMA fusion
+    unless emulate_precision_casts is set (read from the installed Inductor)."""
+    inductor = pathlib.Path(torch.__file__).parent / "_inductor"
+    config = (inductor / "config.py").read_text(encoding="utf-8")
+    assert '"TORCHINDUCTOR_CPP_ENABLE_FLOATING_POINT_CONTRACT_FLAG", "off"' in config
+    assert "ffp-contract={config.cpp.enable_floating_point_contract_flag}" in (
+        inductor / "cpp_builder.py").read_text(encoding="utf-8")
+    assert '"enable_fp_fusion": not config.emulate_precision_casts' in (
+        inductor / "codegen" / "triton.py").read_text(encoding="utf-8")
+
+
+def fma_rounds(x, n):
+    """n rounds of x * 1.01 + 0.1, each rounded once (as an FMA): the product is exact in float64."""
+    m, a = torch.tensor(1.01).item(), torch.tensor(0.1).item()
+    for _ in range(n):
+        x = (x.double() * m + a).float()
+    return x
+
+
+def eager_rounds(x, n):
+    for _ in range(n):
+        x = x * 1.01 + 0.1
+    return x
+
+
+def test_the_lessons_tolerance_covers_fma_and_the_default_does_not():
+    """The lesson's tolerance (rtol 1e-5, atol 2e-5) holds for one rounding against two on many
+    inputs, and the default allclose fails on nearly all of them (seeded)."""
+    gen = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(1000, generator=gen) for _ in range(50)]
+    default = sum(torch.allclose(eager_rounds(t, 20), fma_rounds(t, 20)) for t in inputs)
+    ours = sum(torch.allclose(eager_rounds(t, 20), fma_rounds(t, 20), rtol=1e-5, atol=2e-5) for t in inputs)
+    assert default <= 5 and ours == 50
+
+
+def test_one_rounding_in_float64_is_what_a_fused_multiply_add_gives():
+    """The lesson's emulation of an FMA against exact arithmetic: x * 1.01f + 0.1f computed with
+    fractions and rounded once to the nearest float32 (ties to even)."""
+    from fractions import Fraction
+    import numpy as np
+
+    def nearest_float32(exact):
+        f = np.float32(float(exact))                                   # within one float32 step
+        candidates = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+        return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.int32)) & 1))
+
+    m, a = Fraction(torch.tensor(1.01).item()), Fraction(torch.tensor(0.1).item())
+    xs = torch.randn(2000, generator=torch.Generator().manual_seed(0))
+    ours = fma_rounds(xs, 1).tolist()
+    exact = [float(nearest_float32(Fraction(v) * m + a)) for v in xs.tolist()]
+    assert sum(o != e for o, e in zip(ours, exact)) <= 2                # double rounding differs only at rare ties
+    assert sum(o != e for o, e in zip(eager_rounds(xs, 1).tolist(), exact)) > 100   # two roundings often differ
 
 
 def test_the_gpu_only_cells_are_marked_and_ask_for_cuda():
