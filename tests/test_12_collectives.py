@@ -66,3 +66,16 @@ def test_read_rank_results_rejects_bad_arguments(tmp_path):
         d2l.read_rank_results(tmp_path, 'part', 2.0)
     with pytest.raises(ValueError):
         d2l.read_rank_results(tmp_path, 'part', 0)
+
+
+@pytest.mark.parametrize('seconds, error', [(True, TypeError), (float('nan'), ValueError), (-1.0, ValueError)])
+def test_bus_bandwidth_rejects_bad_times(seconds, error):
+    with pytest.raises(error, match='seconds'):
+        d2l.bus_bandwidth(1024, seconds, 2)
+
+
+def test_ring_allreduce_bytes_names_the_bad_argument():
+    with pytest.raises(ValueError, match='n must be >= 1'):
+        d2l.ring_allreduce_bytes(1024, 0)
+    with pytest.raises(TypeError, match='nbytes must be an int'):
+        d2l.ring_allreduce_bytes(1024.0, 2)
