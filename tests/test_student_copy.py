@@ -47,6 +47,8 @@ def test_the_copy_has_what_students_need_and_not_the_answers(copy):
     for name in ("teaching", "tests", "tools", "CONTRIBUTING.md"):
         assert not (copy / name).exists(), name
     assert (copy / "README.md").read_text().startswith("> **The students' copy.**")
+    css = sorted(p.name for p in (ROOT / "notebooks").glob("*.css"))
+    assert "rise.css" in css and css == sorted(p.name for p in (copy / "notebooks").glob("*.css"))
 
 
 def _names(tree):

@@ -6,7 +6,7 @@ The repository is the teacher's copy: its lessons hold stored outputs (some prin
 exercise's answer) and a worked solution under every exercise, only collapsed. The
 students' copy is the same course with, in every lesson, the solution cells (`#@title
 Solution ...`) removed and every output and execution count cleared; everything else is
-unchanged (cells, slide metadata, the Colab setup cell). Beside the lessons it holds what
+unchanged (cells, slide metadata and the slideshows' stylesheets, the Colab setup cell). Beside the lessons it holds what
 students need to run them: the helpers (d2l_utils), the recordings from real hardware
 (measurements/), the requirements files, pyproject.toml, binder/ and the README. The
 teacher's guide, the tests and the tools stay out: the guide has the answers.
@@ -54,6 +54,8 @@ def build(outdir, root=ROOT):
         nb = student_notebook(json.loads(path.read_text(encoding="utf-8")))
         (outdir / "notebooks" / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
                                                       encoding="utf-8")
+    for css in sorted((root / "notebooks").glob("*.css")):     # the slideshows' type sizes (rise.css)
+        shutil.copy2(css, outdir / "notebooks" / css.name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for name in KEEP:
         src = root / name
