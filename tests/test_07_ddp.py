@@ -1,4 +1,4 @@
-"""Unit tests of the helpers of lesson 7 (notebooks/07_distributed_data_parallel.ipynb).
+"""Unit tests of the helpers of lesson 7 (notebooks/07_distributed_data_parallel.ipynb), and of its deck.
 
 The torchrun tests start real processes (a few seconds each: torchrun imports torch; the
 workers here do not). The four slowest (10-15 s each: they start a "kernel" that imports
@@ -17,11 +17,13 @@ import sys
 import textwrap
 import time
 
+import nbformat
 import psutil
 import pytest
 
 import d2l_utils as d2l
-from conftest import slow
+import slides  # tools/ is put on sys.path by conftest.py
+from conftest import ROOT, slow
 
 LINUX = sys.platform.startswith('linux')
 
@@ -283,3 +285,19 @@ def test_torchrun_rejects_bad_input(args, kwargs, error, message):
 def test_run_processes_rejects_bad_input(commands, kwargs, error, message):
     with pytest.raises(error, match=message):
         d2l.run_processes(commands, **kwargs)
+
+
+def test_the_deck_shows_the_key_ideas_and_the_scripts_ddp_lines():
+    """The slideshow (issue 21): a lecture's length; DDP's average, rank 0's save and
+    LOCAL_RANK stated on slides; the training script's distributed lines on its slide."""
+    nb = nbformat.read(ROOT / 'notebooks' / '07_distributed_data_parallel.ipynb', as_version=4)
+    types = slides.slide_types(nb)
+    assert 15 <= len(slides.deck(nb, types)) <= 25
+    shown = [c for c in nb.cells if types[c.id] not in ('notes', 'skip')]
+    for idea in ("**DDP averages the ranks' gradients.**", '`model.module.state_dict()`**',
+                 '**`LOCAL_RANK` picks the GPU'):
+        assert any(idea in ' '.join(c.source.split()) for c in shown), f'not on a slide: {idea}'
+    lines = next(c for c in shown if c.id == 'c009c-07ddplines')
+    printed = ''.join(o.get('text', '') for o in lines.outputs)
+    for call in ('init_process_group', 'DistributedSampler(', 'DDP(', 'set_epoch', 'rank == 0'):
+        assert call in printed, call

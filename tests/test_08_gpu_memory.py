@@ -1,11 +1,15 @@
-"""Unit tests of lesson 8's helpers: training_memory, saved_tensor_bytes, cpu_memory_timeline, peak_memory."""
+"""Unit tests of lesson 8's helpers: training_memory, saved_tensor_bytes, cpu_memory_timeline, peak_memory;
+and its slideshow: a lecture's length, with the ideas behind the teacher's questions on slides."""
 import gc
 
+import nbformat
 import pytest
 import torch
 from torch import nn
 
 import d2l_utils as d2l
+import slides  # tools/ is put on sys.path by conftest.py
+from conftest import ROOT
 
 
 def _mlp(dtype=torch.float32, device='cpu'):
@@ -214,3 +218,15 @@ def test_peak_memory_on_a_cuda_gpu():
     net.zero_grad()
     saved = d2l.saved_tensor_bytes(lambda: net(x).sum(), exclude=[*net.parameters(), x])
     assert d2l.peak_memory(lambda: net(x).sum().backward(), 'cuda') >= saved
+
+
+def test_the_deck_is_a_lecture_with_its_key_ideas_on_slides():
+    """At most 25 slides (issue 21), and the ideas behind questions 1 and 2 and the
+    recovery after an out-of-memory error on slides, not only in the speaker notes."""
+    nb = nbformat.read(ROOT / 'notebooks' / '08_gpu_memory.ipynb', as_version=4)
+    types = slides.slide_types(nb)
+    assert 15 <= len(slides.deck(nb, types)) <= 25
+    shown = [' '.join(c.source.split()) for c in nb.cells if types[c.id] not in ('notes', 'skip')]
+    for idea in ('"Training in bfloat16" can mean three things', '**`memory_allocated`**',
+                 'recover *after* the `except` block', 'each loss scaled by `1/k`, the sum is the gradient'):
+        assert any(idea in text for text in shown), f'not on a slide: {idea}'
