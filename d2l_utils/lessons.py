@@ -3,12 +3,11 @@
 # disagree. Change a helper in the lesson that teaches it, then rebuild.
 """Helpers that the lessons define in their ``#@save`` cells, in lesson order."""
 
-import operator
 import torch
+from d2l_utils import checks
 import re
 import contextlib
 import os
-import numbers
 import timeit
 import itertools
 from torch import nn
@@ -22,7 +21,6 @@ import uuid
 import pathlib
 import gc
 import json
-import math
 import collections.abc
 
 
@@ -50,6 +48,7 @@ __all__ = [
     'roofline_bound',
     'SlowDataset',
     'busy_fraction',
+    'add_to_class',
     'Prefetcher',
     'pipeline_schedule',
     'ring_allreduce_bytes',
@@ -70,27 +69,13 @@ def num_gpus():
     return torch.accelerator.device_count() if torch.accelerator.is_available() else 0
 
 
-def _device_index(i):
-    """Check that ``i`` is a device index (an int >= 0) and return it.
-
-    Defined in notebooks/01_devices.ipynb.
-    """
-    if isinstance(i, bool) or not hasattr(type(i), '__index__'):
-        raise TypeError(f'a device index must be an int, not {type(i).__name__} {i!r}; '
-                        "to name a device use torch.device('cuda:0')")
-    i = operator.index(i)
-    if i < 0:
-        raise ValueError(f'a device index must be >= 0, got {i}')
-    return i
-
-
 # ---- from notebooks/01_devices.ipynb ----
 def try_gpu(i=0):
     """Return accelerator ``i`` if it exists, otherwise the CPU (as d2l's ``try_gpu``).
 
     Defined in notebooks/01_devices.ipynb.
     """
-    i = _device_index(i)
+    i = checks.integer(i, 'i', low=0)          # try_gpu(-1) or try_gpu('cuda:0') is a mistake
     if i < num_gpus():
         return torch.device(torch.accelerator.current_accelerator().type, i)
     return torch.device('cpu')
@@ -105,34 +90,55 @@ def try_all_gpus():
 
 
 # ---- from notebooks/01_devices.ipynb ----
-def _visible_nvml_indices(value, uuids):
-    """Return the NVML indices of the GPUs that ``CUDA_VISIBLE_DEVICES=value`` leaves visible.
+def _visible_entries(value):
+    """Return the entries of ``CUDA_VISIBLE_DEVICES=value`` as PyTorch reads them
+    (``_parse_visible_devices`` in torch/cuda/__init__.py), up to the first malformed one:
+    strings for a value that starts with ``GPU-`` (UUIDs or their prefixes) or ``MIG-``,
+    else indices read from their leading digits, as C's ``strtoul`` does (' +1gpu' is 1).
 
-    ``uuids`` are the machine's GPU UUIDs in NVML order; ``value`` None (unset) leaves all.
-    Entries are NVML indices, UUIDs or unique UUID prefixes. As in CUDA, the first entry
-    that names no GPU ends the list, and a GPU listed twice hides them all (the reading of
-    ``_parse_visible_devices`` in torch/cuda/__init__.py). Returns None for MIG instances.
+    Defined in notebooks/01_devices.ipynb.
+    """
+    checks.instance(value, 'CUDA_VISIBLE_DEVICES', str, 'a string')
+    prefix = value[:4] if value[:4] in ('GPU-', 'MIG-') else None
+    entries = []
+    for text in value.split(','):
+        if prefix:                              # UUIDs (or unique prefixes), or MIG instances
+            entry = text if text.startswith(prefix) else None
+        else:                                   # indices: a sign and digits, after spaces
+            number = re.match(r'\s*[+-]?\d+', text)
+            entry = int(number[0]) if number and int(number[0]) >= 0 else None
+        if entry is None:
+            break                               # the first malformed entry ends the list
+        if entry in entries:
+            return []                           # an entry listed twice hides every GPU
+        entries.append(entry)
+    return entries
+
+
+# ---- from notebooks/01_devices.ipynb ----
+def _visible_nvml_indices(value, uuids):
+    """Return the NVML indices of the GPUs that ``CUDA_VISIBLE_DEVICES=value`` leaves visible,
+    in its order, as PyTorch reads it; None for MIG instances. ``uuids``: the machine's GPU
+    UUIDs in NVML order; ``value`` None (the variable unset) leaves every GPU visible.
 
     Defined in notebooks/01_devices.ipynb.
     """
     if value is None:
         return list(range(len(uuids)))
-    if not isinstance(value, str):
-        raise TypeError(f'CUDA_VISIBLE_DEVICES is a string, not {type(value).__name__}')
+    entries = _visible_entries(value)
+    if entries and str(entries[0]).startswith('MIG-'):
+        return None                             # MIG instances, not whole GPUs
     visible = []
-    for entry in (e.strip() for e in value.split(',')):
-        if entry.startswith('MIG-'):
-            return None
-        if re.fullmatch(r'[0-9]+', entry):
-            i = int(entry)
+    for entry in entries:                       # the first entry naming no GPU ends the list
+        if isinstance(entry, str):              # a UUID, or a prefix of exactly one
+            found = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
         else:
-            matches = [j for j, u in enumerate(uuids) if entry and u.startswith(entry)]
-            i = matches[0] if len(matches) == 1 else len(uuids)
-        if i >= len(uuids):
+            found = [entry] if entry < len(uuids) else []
+        if len(found) != 1:
             break
-        if i in visible:
-            return []
-        visible.append(i)
+        if found[0] in visible:
+            return []                           # two prefixes of one UUID hide every GPU too
+        visible.append(found[0])
     return visible
 
 
@@ -152,9 +158,7 @@ def least_busy_gpus(k=1):
 
     Defined in notebooks/01_devices.ipynb.
     """
-    k = _device_index(k)
-    if k == 0:
-        raise ValueError('ask for at least one GPU (k >= 1)')
+    k = checks.integer(k, 'k', low=1)
     try:
         import pynvml
     except ImportError:
@@ -183,27 +187,6 @@ def least_busy_gpus(k=1):
 
 
 # ---- from notebooks/03_copies_between_devices.ipynb ----
-def _as_devices(device):
-    """Return ``device`` (a device or a list/tuple of them) as a list of present devices.
-
-    Defined in notebooks/03_copies_between_devices.ipynb.
-    """
-    items = list(device) if isinstance(device, (list, tuple)) else [device]
-    if not items:
-        raise ValueError('give at least one device')
-    present = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
-    devices = []
-    for d in items:
-        if not isinstance(d, (str, torch.device)):
-            raise TypeError(f'a device must be a str or torch.device, not {type(d).__name__} {d!r}')
-        d = torch.device(d)
-        if d.type != 'cpu' and (present is None or d.type != present.type
-                                or (d.index or 0) >= torch.accelerator.device_count()):
-            raise ValueError(f'device {d} is not present on this machine')
-        devices.append(d)
-    return devices
-
-
 def synchronize(device='cpu'):
     """Wait until the work queued on ``device`` (or on each of a list of devices) is done.
 
@@ -211,7 +194,7 @@ def synchronize(device='cpu'):
 
     Defined in notebooks/03_copies_between_devices.ipynb.
     """
-    for d in _as_devices(device):
+    for d in checks.devices(device):
         if d.type != 'cpu':
             torch.accelerator.synchronize(d)
 
@@ -229,15 +212,10 @@ def time_op(fn, device='cpu', min_run_time=0.1, num_threads=1):
 
     Defined in notebooks/03_copies_between_devices.ipynb.
     """
-    if not callable(fn):
-        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, numbers.Real):
-        raise TypeError(f'min_run_time must be a number of seconds, not {min_run_time!r}')
-    if not min_run_time > 0:
-        raise ValueError(f'min_run_time must be > 0 seconds, got {min_run_time}')
-    if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
-        raise ValueError(f'num_threads must be an int >= 1, got {num_threads!r}')
-    waits = [d for d in _as_devices(device) if d.type != 'cpu']
+    fn = checks.function(fn, 'fn')
+    waits = [d for d in checks.devices(device) if d.type != 'cpu']     # the accelerators to wait for
+    min_run_time = checks.number(min_run_time, 'min_run_time', above=0)
+    num_threads = checks.integer(num_threads, 'num_threads', low=1)
     import torch.utils.benchmark as benchmark    # here, not with the package: see the docstring
 
     def clock():
@@ -245,7 +223,7 @@ def time_op(fn, device='cpu', min_run_time=0.1, num_threads=1):
             torch.accelerator.synchronize(d)
         return timeit.default_timer()
 
-    timer = benchmark.Timer(stmt='fn()', globals={'fn': fn}, timer=clock, num_threads=int(num_threads))
+    timer = benchmark.Timer(stmt='fn()', globals={'fn': fn}, timer=clock, num_threads=num_threads)
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
@@ -259,17 +237,12 @@ def copy_bandwidth(nbytes, src='cpu', dst='cpu', pinned=False, min_run_time=0.05
 
     Defined in notebooks/03_copies_between_devices.ipynb.
     """
-    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral):
-        raise TypeError(f'nbytes must be an int, not {type(nbytes).__name__} {nbytes!r}')
-    if nbytes < 1:
-        raise ValueError(f'nbytes must be >= 1, got {nbytes}')
-    if not isinstance(pinned, bool):
-        raise TypeError(f'pinned must be True or False, not {pinned!r}')
-    src, dst = _as_devices([src, dst])
-    if pinned and not torch.accelerator.is_available():
+    nbytes = checks.integer(nbytes, 'nbytes', low=1)
+    src, dst = checks.devices([src, dst])
+    if checks.flag(pinned, 'pinned') and not torch.accelerator.is_available():
         raise ValueError('pinned=True needs an accelerator: pinned memory is host memory a GPU reads directly')
-    a = torch.ones(int(nbytes), dtype=torch.uint8, device=src)
-    b = torch.empty(int(nbytes), dtype=torch.uint8, device=dst)
+    a = torch.ones(nbytes, dtype=torch.uint8, device=src)
+    b = torch.empty(nbytes, dtype=torch.uint8, device=dst)
     if pinned:
         a, b = [t.pin_memory() if t.device.type == 'cpu' else t for t in (a, b)]
     seconds = time_op(lambda: b.copy_(a, non_blocking=pinned), [src, dst], min_run_time)
@@ -284,14 +257,10 @@ def fit_latency_bandwidth(nbytes, seconds):
 
     Defined in notebooks/03_copies_between_devices.ipynb.
     """
-    if not all(isinstance(v, (list, tuple)) for v in (nbytes, seconds)):
-        raise TypeError('nbytes and seconds must be lists (or tuples) of numbers')
-    if len(nbytes) != len(seconds) or len(nbytes) < 2:
-        raise ValueError('give at least two sizes and as many times')
-    n = torch.tensor([float(v) for v in nbytes], dtype=torch.float64)
-    t = torch.tensor([float(v) for v in seconds], dtype=torch.float64)
-    if not (bool((n > 0).all()) and bool((t > 0).all())):
-        raise ValueError('sizes and times must be positive')
+    n = torch.tensor(checks.instance(nbytes, 'nbytes', (list, tuple), 'a list of sizes'), dtype=torch.float64)
+    t = torch.tensor(checks.instance(seconds, 'seconds', (list, tuple), 'a list of times'), dtype=torch.float64)
+    if len(n) < 2 or len(n) != len(t) or not bool((n > 0).all() and (t > 0).all()):
+        raise ValueError('give at least two positive sizes, and as many positive times')
     rows = torch.stack([torch.ones_like(n), n], dim=1) / t[:, None]
     latency, per_byte = torch.linalg.lstsq(rows, torch.ones_like(t)[:, None]).solution[:, 0].tolist()
     return latency, (1 / per_byte if per_byte > 0 else float('inf'))
@@ -307,18 +276,10 @@ def synthetic_data(w, b, num_examples):
 
     Defined in notebooks/05_module_placement.ipynb.
     """
-    if not isinstance(w, torch.Tensor):
-        raise TypeError(f'w must be a tensor, not {type(w).__name__}')
-    if w.dim() != 1 or not w.is_floating_point():
-        raise ValueError(f'w must be a 1-D floating-point tensor, got shape '
-                         f'{tuple(w.shape)} and dtype {w.dtype}')
-    if isinstance(b, bool) or not isinstance(b, numbers.Real):
-        raise TypeError(f'b must be a real number, not {type(b).__name__}')
-    if isinstance(num_examples, bool) or not isinstance(num_examples, numbers.Integral):
-        raise TypeError(f'num_examples must be an int, not {type(num_examples).__name__}')
-    if num_examples < 1:
-        raise ValueError(f'num_examples must be at least 1, got {num_examples}')
-    X = torch.normal(0.0, 1.0, (int(num_examples), len(w)), device=w.device, dtype=w.dtype)
+    if checks.tensor(w, 'w').dim() != 1 or not w.is_floating_point():
+        raise ValueError(f'w must be a 1-D floating-point tensor, not {w.dtype} of shape {tuple(w.shape)}')
+    n, b = checks.integer(num_examples, 'num_examples', low=1), checks.number(b, 'b')
+    X = torch.normal(0.0, 1.0, (n, len(w)), device=w.device, dtype=w.dtype)
     y = X @ w + b
     y += torch.normal(0.0, 0.01, y.shape, device=w.device, dtype=w.dtype)
     return X, y.reshape((-1, 1))
@@ -334,18 +295,10 @@ def train_epoch(net, data_iter, loss_fn, optimizer, device):
 
     Defined in notebooks/05_module_placement.ipynb.
     """
-    if not isinstance(net, nn.Module):
-        raise TypeError(f'net must be an nn.Module, not {type(net).__name__}')
-    if not callable(loss_fn):
-        raise TypeError(f'loss_fn must be callable, not {type(loss_fn).__name__}')
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f'optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}')
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f'device must be a str or torch.device, not {type(device).__name__}')
-    try:
-        device = torch.device(device)
-    except RuntimeError as e:
-        raise ValueError(f'not a device: {device!r}') from e
+    checks.instance(net, 'net', nn.Module, 'an nn.Module')
+    checks.function(loss_fn, 'loss_fn')
+    checks.instance(optimizer, 'optimizer', torch.optim.Optimizer, 'a torch.optim.Optimizer')
+    device, = checks.devices(device)
     for name, t in itertools.chain(net.named_parameters(), net.named_buffers()):
         if t.device.type != device.type or device.index not in (None, t.device.index):
             raise ValueError(f'{name} is on {t.device}, not {device}: call net.to(device) first')
@@ -360,7 +313,7 @@ def train_epoch(net, data_iter, loss_fn, optimizer, device):
         total += loss.detach() * len(X)
         count += len(X)
     if count == 0:
-        raise ValueError('data_iter yielded no batches')
+        raise ValueError('data_iter yielded no batches: the mean loss of nothing is undefined')
     return (total / count).item()
 
 
@@ -374,22 +327,15 @@ def split_batch(X, y, devices):
 
     Defined in notebooks/06_data_parallel.ipynb.
     """
-    if not isinstance(X, torch.Tensor) or not isinstance(y, torch.Tensor):
-        raise TypeError(f'X and y must be tensors, not {type(X).__name__} and {type(y).__name__}')
-    if not isinstance(devices, (list, tuple)) or not all(
-            isinstance(d, (str, torch.device)) for d in devices):
-        raise TypeError(f'devices must be a list of devices such as d2l.try_all_gpus(), not {devices!r}')
-    if not devices:
-        raise ValueError('devices is empty: give at least one device')
-    if X.dim() == 0 or y.dim() == 0 or len(X) != len(y) or len(X) == 0:
-        raise ValueError(f'X and y need the same number (>= 1) of rows, got shapes '
-                         f'{tuple(X.shape)} and {tuple(y.shape)}')
-    try:
-        devices = [torch.device(d) for d in devices]
-    except RuntimeError as e:
-        raise ValueError(f'not a device name in {devices!r}: {e}') from None
-    return ([x.to(d) for x, d in zip(X.chunk(len(devices)), devices)],
-            [t.to(d) for t, d in zip(y.chunk(len(devices)), devices)])
+    X, y = checks.tensor(X, 'X'), checks.tensor(y, 'y')
+    if X.dim() == 0 or y.dim() == 0 or not len(X) == len(y) > 0:
+        raise ValueError(f'X and y need the same number (>= 1) of rows, not {tuple(X.shape)}, {tuple(y.shape)}')
+    devices = checks.devices(checks.instance(devices, 'devices', (list, tuple), 'a list of devices'))
+    Xs, ys = [], []
+    for x, t, d in zip(X.chunk(len(devices)), y.chunk(len(devices)), devices):
+        Xs.append(x.to(d))         # chunk i of the inputs and of the labels go to devices[i]
+        ys.append(t.to(d))
+    return Xs, ys
 
 
 # ---- from notebooks/07_distributed_data_parallel.ipynb ----
@@ -521,8 +467,10 @@ def run_processes(commands, timeout=300, env=None):
 
     ``commands`` is a list of commands, each a list of strings. Returns one
     ``subprocess.CompletedProcess`` per command, stdout and stderr as text. ``env`` adds
-    variables to the children's environment only. After ``timeout`` seconds
-    ``subprocess.TimeoutExpired`` is raised, with one output text per command.
+    variables to the children's environment only; ``PYTHON_COLORS=0`` is set there unless
+    ``env`` says otherwise, so that Python (3.13 and later) writes plain tracebacks, without
+    colour codes. After ``timeout`` seconds ``subprocess.TimeoutExpired`` is raised, with
+    one output text per command.
 
     However the call ends (the commands end, the time limit, KeyboardInterrupt), the
     commands still running get SIGTERM, 5 s later SIGKILL with all they started; on Linux,
@@ -532,21 +480,14 @@ def run_processes(commands, timeout=300, env=None):
 
     Defined in notebooks/07_distributed_data_parallel.ipynb.
     """
-    if not isinstance(commands, (list, tuple)) or not all(
-            isinstance(c, (list, tuple)) and c and all(isinstance(a, (str, os.PathLike)) for a in c)
-            for c in commands):
+    if not all(isinstance(c, (list, tuple)) and c and all(isinstance(a, (str, os.PathLike)) for a in c)
+               for c in commands):
         raise TypeError(f'commands must be a list of commands, each a non-empty list of strings: {commands!r}')
     if not commands:
         raise ValueError('commands is empty: nothing to run')
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f'timeout must be a number of seconds, not {type(timeout).__name__}')
-    if not timeout > 0:
-        raise ValueError(f'timeout must be > 0 seconds, got {timeout}')
-    if env is not None and not (isinstance(env, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
-        raise TypeError(f'env must be a dict of strings, got {env!r}')
+    timeout, env = checks.number(timeout, 'timeout', above=0), checks.environment(env)
     key, value = 'D2L_RUN_PROCESSES', uuid.uuid4().hex   # a marker that all they start inherit
-    marker, env = f'{key}={value}', {**os.environ, **(env or {}), key: value}
+    marker, env = f'{key}={value}', {**os.environ, 'PYTHON_COLORS': '0', **(env or {}), key: value}
     linux, procs, timed_out = sys.platform.startswith('linux'), [], False
     with contextlib.ExitStack() as files:
         logs = [[files.enter_context(tempfile.TemporaryFile()) for _ in 'oe'] for _ in commands]
@@ -579,16 +520,11 @@ def torchrun(script, nproc_per_node, *script_args, timeout=300, env=None):
 
     Defined in notebooks/07_distributed_data_parallel.ipynb.
     """
-    if not isinstance(script, (str, os.PathLike)):
-        raise TypeError(f'script must be a path, not {type(script).__name__}')
-    if not pathlib.Path(script).is_file():
-        raise ValueError(f'no such script: {script}')
-    if isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int):
-        raise TypeError(f'nproc_per_node must be an int, not {type(nproc_per_node).__name__}')
-    if nproc_per_node < 1:
-        raise ValueError(f'nproc_per_node must be >= 1, got {nproc_per_node}')
+    if not pathlib.Path(checks.instance(script, 'script', (str, os.PathLike), 'a path')).is_file():
+        raise ValueError(f'no such script: {script}')       # found now, not after torchrun has started
+    n = checks.integer(nproc_per_node, 'nproc_per_node', low=1)
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--standalone',
-           '--nproc-per-node', str(nproc_per_node), os.fspath(script), *map(str, script_args)]
+           '--nproc-per-node', str(n), os.fspath(script), *map(str, script_args)]
     try:
         return run_processes([cmd], timeout=timeout, env=env)[0]
     except subprocess.TimeoutExpired as e:           # one command: its texts, not lists of them
@@ -612,14 +548,10 @@ def training_memory(model, optimizer='adam', master_weights=False):
 
     Defined in notebooks/08_gpu_memory.ipynb.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f'model must be an nn.Module, not {type(model).__name__}')
-    if optimizer not in _STATE_TENSORS:
-        raise ValueError(f'optimizer must be one of {sorted(_STATE_TENSORS)}, not {optimizer!r}')
-    if not isinstance(master_weights, bool):
-        raise TypeError(f'master_weights must be True or False, not {master_weights!r}')
+    checks.instance(model, 'model', nn.Module, 'an nn.Module')
+    states = _STATE_TENSORS[checks.one_of(optimizer, 'optimizer', _STATE_TENSORS)]
     trainable = [p for p in model.parameters() if p.requires_grad]
-    if master_weights and any(p.dtype == torch.float32 for p in trainable):
+    if checks.flag(master_weights, 'master_weights') and any(p.dtype == torch.float32 for p in trainable):
         raise ValueError('master_weights=True is for lower-precision parameters; '
                          'float32 parameters are their own master copy')
     count = sum(p.numel() for p in trainable)
@@ -628,7 +560,7 @@ def training_memory(model, optimizer='adam', master_weights=False):
     return {'parameters': sum(t.numel() * t.element_size()
                               for t in [*model.parameters(), *model.buffers()]),
             'gradients': nbytes,
-            'optimizer state': _STATE_TENSORS[optimizer] * state,
+            'optimizer state': states * state,
             'master weights': 4 * count if master_weights else 0}
 
 
@@ -644,12 +576,9 @@ def saved_tensor_bytes(fn, exclude=(), by_dtype=False):
 
     Defined in notebooks/08_gpu_memory.ipynb.
     """
-    if not callable(fn):
-        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
-    exclude = list(exclude)
-    if not all(isinstance(t, torch.Tensor) for t in exclude):
-        raise TypeError('exclude must hold tensors, e.g. [*model.parameters(), x]')
-    skip = {id(t.untyped_storage()) for t in exclude}     # a storage keeps one Python object
+    checks.function(fn, 'fn')
+    skip = {id(t.untyped_storage())                       # a storage keeps one Python object
+            for t in checks.tensors(exclude, 'exclude')}
     saved = {}
 
     def pack(t):
@@ -682,8 +611,7 @@ def cpu_memory_timeline(fn):
 
     Defined in notebooks/08_gpu_memory.ipynb.
     """
-    if not callable(fn):
-        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
+    checks.function(fn, 'fn')
     os.environ.setdefault('KINETO_LOG_LEVEL', '6')   # else the profiler logs its start and stop to stderr
     collecting = gc.isenabled()
     gc.disable()
@@ -716,17 +644,11 @@ def peak_memory(fn, device='cpu'):
 
     Defined in notebooks/08_gpu_memory.ipynb.
     """
-    if not callable(fn):
-        raise TypeError(f'fn must be callable (e.g. a lambda), not {type(fn).__name__}')
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f'device must be a str or torch.device, not {type(device).__name__}')
-    device = torch.device(device)
+    checks.function(fn, 'fn')
+    device, = checks.devices(device)
+    checks.one_of(device.type, 'device.type', {'cpu', 'cuda'})       # what this function can measure
     if device.type == 'cpu':
         return max(cpu_memory_timeline(fn)['bytes'], default=0)
-    if device.type != 'cuda':
-        raise ValueError(f'peak_memory measures the CPU or a CUDA GPU, not {device}')
-    if (device.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f'device {device} is not present on this machine')
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     start = torch.cuda.memory_allocated(device)
@@ -736,18 +658,6 @@ def peak_memory(fn, device='cpu'):
 
 
 # ---- from notebooks/09_mixed_precision.ipynb ----
-def _check_int(name, value, low, high):
-    """Return ``value`` if it is an int in ``[low, high]``, else raise TypeError or ValueError.
-
-    Defined in notebooks/09_mixed_precision.ipynb.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f'{name} must be an int, not {type(value).__name__} {value!r}')
-    if not low <= value <= high:
-        raise ValueError(f'{name} must be between {low} and {high}, got {value}')
-    return int(value)
-
-
 def round_mantissa(x, bits):
     """Round a float32 tensor to ``bits`` explicit mantissa bits; return a float32 tensor.
 
@@ -757,9 +667,8 @@ def round_mantissa(x, bits):
 
     Defined in notebooks/09_mixed_precision.ipynb.
     """
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
-        raise TypeError(f'x must be a float32 tensor, not {getattr(x, "dtype", type(x).__name__)}')
-    drop = 23 - _check_int('bits', bits, 0, 23)
+    x = checks.tensor(x, 'x', torch.float32)
+    drop = 23 - checks.integer(bits, 'bits', low=0, high=23)
     if drop == 0:
         return x.clone()
     u = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF        # the 32 bits, as an unsigned number
@@ -798,8 +707,7 @@ def tf32_matmuls(enabled=True):
 
     Defined in notebooks/09_mixed_precision.ipynb.
     """
-    if not isinstance(enabled, bool):
-        raise TypeError(f'enabled must be True or False, not {enabled!r}')
+    checks.flag(enabled, 'enabled')
     matmul = torch.backends.cuda.matmul
     name = 'fp32_precision' if _tf32_new_api() else 'allow_tf32'
     old = getattr(matmul, name)
@@ -808,20 +716,6 @@ def tf32_matmuls(enabled=True):
         yield
     finally:
         setattr(matmul, name, old)
-
-
-# ---- from notebooks/10_profiling.ipynb ----
-def _check_real(name, value, minimum=0.0, strict=True):
-    """Return ``value`` as a float if it is a finite real number above ``minimum`` (or equal,
-    unless ``strict``); else raise TypeError or ValueError.
-
-    Defined in notebooks/10_profiling.ipynb.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f'{name} must be a number, not {type(value).__name__} {value!r}')
-    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-        raise ValueError(f'{name} must be finite and {">" if strict else ">="} {minimum}, got {value}')
-    return float(value)
 
 
 # ---- from notebooks/10_profiling.ipynb ----
@@ -835,14 +729,16 @@ def roofline_bound(flops, nbytes, seconds, peak_flops, bytes_per_s, overhead_fac
 
     Defined in notebooks/10_profiling.ipynb.
     """
-    flops, nbytes = _check_real('flops', flops, strict=False), _check_real('nbytes', nbytes, strict=False)
+    flops, nbytes = checks.number(flops, 'flops', low=0), checks.number(nbytes, 'nbytes', low=0)
     if flops == nbytes == 0:
         raise ValueError('an operation with no FLOPs and no bytes has no place on a roofline')
-    t_compute = flops / _check_real('peak_flops', peak_flops)
-    t_memory = nbytes / _check_real('bytes_per_s', bytes_per_s)
-    factor = _check_real('overhead_factor', overhead_factor, minimum=1.0, strict=False)
-    if _check_real('seconds', seconds) > factor * max(t_compute, t_memory):
-        return 'overhead'
+    peak, bandwidth = checks.number(peak_flops, 'peak_flops', above=0), checks.number(bytes_per_s, 'bytes_per_s', above=0)
+    seconds, factor = checks.number(seconds, 'seconds', above=0), checks.number(overhead_factor, 'overhead_factor', low=1)
+    t_compute = flops / peak                        # the time if arithmetic were the only cost
+    t_memory = nbytes / bandwidth                   # the time if memory traffic were
+    predicted = max(t_compute, t_memory)            # the roofline's time
+    if seconds > factor * predicted:
+        return 'overhead'                           # far slower than both ceilings allow
     return 'compute' if t_compute >= t_memory else 'memory'
 
 
@@ -850,24 +746,27 @@ def roofline_bound(flops, nbytes, seconds, peak_flops, bytes_per_s, overhead_fac
 class SlowDataset(torch.utils.data.Dataset):
     """``n`` samples of ``features`` float32 values and a label in 0..9; each takes ``seconds`` to load.
 
-    ``__getitem__`` sleeps (standing for I/O, which leaves the CPU free), then returns
-    sample ``i``, the same on every call and in every process.
+    The samples are made once, from a fixed seed, so that every process holding the data set
+    (a DataLoader's workers too) has the same ones. ``__getitem__`` sleeps first: that stands
+    for I/O (reading a file, waiting for the network), which leaves the CPU free.
 
     Defined in notebooks/10_profiling.ipynb.
     """
 
     def __init__(self, n, features, seconds):
-        self.n, self.features = _check_int('n', n, 1, math.inf), _check_int('features', features, 1, math.inf)
-        self.seconds = _check_real('seconds', seconds, strict=False)
+        self.seconds = checks.number(seconds, 'seconds', low=0)
+        shape = checks.integer(n, 'n', low=1), checks.integer(features, 'features', low=1)
+        self.x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+        self.labels = [i % 10 for i in range(shape[0])]
 
     def __len__(self):
-        return self.n
+        return len(self.labels)
 
     def __getitem__(self, i):
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.n:
-            raise IndexError(f'sample index must be an int in [0, {self.n}), got {i!r}')
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self):
+            raise IndexError(f'sample index must be an int in [0, {len(self)}), got {i!r}')
         time.sleep(self.seconds)
-        return torch.randn(self.features, generator=torch.Generator().manual_seed(i)), i % 10
+        return self.x[i], self.labels[i]
 
 
 # ---- from notebooks/10_profiling.ipynb ----
@@ -879,17 +778,30 @@ def busy_fraction(spans, start, end):
 
     Defined in notebooks/10_profiling.ipynb.
     """
-    start, end = _check_real('start', start, minimum=-math.inf), _check_real('end', end, minimum=-math.inf)
+    start, end = checks.number(start, 'start'), checks.number(end, 'end')
     if not end > start:
         raise ValueError(f'the window must have end > start, got [{start}, {end}]')
-    covered, reach = 0.0, start
-    for b, e in sorted((_check_real('begin', b, -math.inf), _check_real('end', e, -math.inf)) for b, e in spans):
+    covered, reach = 0.0, start                  # time counted so far; where the counted part ends
+    for b, e in sorted((checks.number(b, 'begin'), checks.number(e, 'end')) for b, e in spans):
         if e < b:
             raise ValueError(f'a span must have end >= begin, got ({b}, {e})')
-        b, e = max(b, reach), min(e, end)
+        b, e = max(b, reach), min(e, end)        # the part not counted yet, inside the window
         if e > b:
             covered, reach = covered + e - b, e
     return covered / (end - start)
+
+
+# ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
+def add_to_class(Class):
+    """A decorator that stores the decorated function on ``Class`` under its own name (a method
+    written in a later cell), and returns the function; d2l's helper of the same name.
+
+    Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
+    """
+    def register(fn):
+        setattr(Class, fn.__name__, fn)
+        return fn
+    return register
 
 
 # ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
@@ -934,22 +846,15 @@ class Prefetcher:
     Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
     """
     def __init__(self, loader, device):
-        if not isinstance(loader, collections.abc.Iterable):
-            raise TypeError(f'loader must be iterable (a DataLoader, a list of batches), not {type(loader).__name__}')
-        if not isinstance(device, (str, torch.device)):
-            raise TypeError(f'device must be a str or torch.device, not {type(device).__name__} {device!r}')
-        try:
-            self.device = torch.device(device)
-        except RuntimeError as e:
-            raise ValueError(f'not a device: {device!r}') from e
-        if self.device.type == 'cuda' and not torch.cuda.is_available():
-            raise ValueError(f'device {self.device} is not present on this machine')
-        self.loader = loader
-        self.stream = torch.cuda.Stream(self.device) if self.device.type == 'cuda' else None
+        checks.instance(loader, 'loader', collections.abc.Iterable, 'an iterable of batches (a DataLoader, not a Dataset)')
+        [device] = checks.devices(device)                  # one device, present on this machine
+        self.loader, self.device = loader, device
+        self.stream = torch.cuda.Stream(device) if device.type == 'cuda' else None   # where the copies run
 
 
 # ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
-def _prefetcher_len(self):
+@add_to_class(Prefetcher)
+def __len__(self):
     """The number of batches, as ``len(loader)``.
 
     Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
@@ -957,7 +862,8 @@ def _prefetcher_len(self):
     return len(self.loader)
 
 
-def _prefetcher_copy_next(self, batches):
+@add_to_class(Prefetcher)
+def _copy_next(self, batches):
     """Start copying the next batch of ``batches`` on the side stream; ``_PREFETCH_END`` at the end.
 
     Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
@@ -969,7 +875,9 @@ def _prefetcher_copy_next(self, batches):
         return _move_batch(batch, self.device, non_blocking=True)
 
 
-def _prefetcher_iter(self):
+# ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
+@add_to_class(Prefetcher)
+def __iter__(self):
     """Yield the batches on the device, the next one's copy already queued.
 
     Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
@@ -988,10 +896,6 @@ def _prefetcher_iter(self):
         yield batch
 
 
-Prefetcher.__len__, Prefetcher._copy_next, Prefetcher.__iter__ = (
-    _prefetcher_len, _prefetcher_copy_next, _prefetcher_iter)
-
-
 # ---- from notebooks/11_overlap_and_launch_overhead.ipynb ----
 def pipeline_schedule(copy_s, compute_s):
     """The overlapped schedule of a prefetching loop, from the durations of its steps.
@@ -1001,9 +905,8 @@ def pipeline_schedule(copy_s, compute_s):
 
     Defined in notebooks/11_overlap_and_launch_overhead.ipynb.
     """
-    copy_s, compute_s = list(copy_s), list(compute_s)
-    for d in copy_s + compute_s:
-        _check_real('a duration', d, strict=False)
+    copy_s = [checks.number(d, 'a copy duration', low=0) for d in copy_s]
+    compute_s = [checks.number(d, 'a compute duration', low=0) for d in compute_s]
     if not copy_s or len(copy_s) != len(compute_s):
         raise ValueError(f'need as many copies as computes, at least one: {len(copy_s)} and {len(compute_s)}')
     copies, computes, t_copy, t_compute = [], [], 0.0, 0.0
@@ -1025,8 +928,7 @@ def ring_allreduce_bytes(nbytes, n):
 
     Defined in notebooks/12_collectives_and_sharding.ipynb.
     """
-    _check_int('nbytes', nbytes, 0, math.inf)
-    _check_int('n', n, 1, math.inf)
+    nbytes, n = checks.integer(nbytes, 'nbytes', low=0), checks.integer(n, 'n', low=1)
     return 2 * (n - 1) * nbytes / n
 
 
@@ -1035,7 +937,7 @@ def bus_bandwidth(nbytes, seconds, n):
 
     Defined in notebooks/12_collectives_and_sharding.ipynb.
     """
-    return ring_allreduce_bytes(nbytes, n) / _check_real('seconds', seconds)
+    return ring_allreduce_bytes(nbytes, n) / checks.number(seconds, 'seconds', above=0)
 
 
 # ---- from notebooks/12_collectives_and_sharding.ipynb ----
@@ -1047,18 +949,17 @@ def read_rank_results(folder, part, world_size):
 
     Defined in notebooks/12_collectives_and_sharding.ipynb.
     """
-    if not isinstance(part, str) or not part:
-        raise TypeError(f'part must be a non-empty string, not {part!r}')
-    _check_int('world_size', world_size, 1, math.inf)
+    if not (isinstance(part, str) and part):
+        raise TypeError(f'part must be a non-empty string such as "timing", not {part!r}')
+    world_size = checks.integer(world_size, 'world_size', low=1)
     paths = [os.path.join(folder, f'{part}-rank{r}.json') for r in range(world_size)]
-    missing = [r for r, p in enumerate(paths) if not os.path.isfile(p)]
+    missing = [r for r, path in enumerate(paths) if not os.path.isfile(path)]
     if missing:
         raise ValueError(f'{part!r}: no result from rank(s) {missing} of {world_size} in {folder}')
     results = []
     for r, path in enumerate(paths):
         with open(path) as f:
-            result = json.load(f)
-        if not isinstance(result, dict) or result.get('rank') != r:
+            results.append(json.load(f))
+        if not isinstance(results[-1], dict) or results[-1].get('rank') != r:
             raise ValueError(f'{path} should hold a dict with rank {r}')
-        results.append(result)
     return results
