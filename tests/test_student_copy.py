@@ -83,8 +83,8 @@ def test_no_cell_students_keep_needs_a_solution(path):
             only_in_solutions -= bound
 
 
-@slow("executes two lessons of the students' copy: about 40 s")
-@pytest.mark.parametrize("name", ["02_tensors_on_devices.ipynb", "12_collectives_and_sharding.ipynb"])
+@slow("executes two lessons of the students' copy: about 25 s")
+@pytest.mark.parametrize("name", ["02_tensors_on_devices.ipynb", "03_copies_between_devices.ipynb"])
 def test_a_students_lesson_runs_top_to_bottom(copy, name):
     from nbclient import NotebookClient
     nb = nbformat.read(copy / "notebooks" / name, as_version=4)
