@@ -251,9 +251,9 @@ def build(outdir, root=ROOT):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("outdir", type=pathlib.Path, help="a folder for the handouts")
-    args = parser.parse_args(argv)
-    written = build(args.outdir)
-    print(f"wrote {len(written)} handouts (and the teacher's copies) to {args.outdir}")
+    outdir = parser.parse_args(argv).outdir
+    written = build(outdir)
+    print(f"wrote {len(written)} handouts and the teacher's copies; print them from {outdir / 'index.html'}")
     return 0
 
 

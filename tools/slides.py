@@ -535,15 +535,18 @@ def lesson_css(nb, found=None):
     ids = set(output_only(nb, found))
     if not ids:
         return None
-    rows = [(i, c) for i, c in enumerate(nb["cells"]) if c["id"] in ids]
-    selectors = ",\n".join(f'.rise-enabled .reveal .jp-Cell[data-windowed-list-index="{i}"] '
-                           ".jp-Cell-inputWrapper" for i, _ in rows)
-    listing = "\n".join(f"   {i:3d} {c['id']}: {found[c['id']][1]}" for i, c in rows)
+    by_reason = {}                            # reason -> ["position (cell id)", ...], in order
+    for i, c in enumerate(nb["cells"]):
+        if c["id"] in ids:
+            by_reason.setdefault(found[c["id"]][1], []).append(f"{i} ({c['id']})")
+    listing = "\n".join(f"   {reason}: {', '.join(cells)}." for reason, cells in by_reason.items())
+    positions = ", ".join(f'[data-windowed-list-index="{i}"]' for i, c in enumerate(nb["cells"]) if c["id"] in ids)
     return (f"{CSS_MARK} from the lesson's cells; run it again after changing them.\n"
             "   jupyterlab-rise loads this file beside the lesson in the slideshow only: these\n"
             "   cells (by position) show their output without their code on the slides. The\n"
             "   notebook view is unchanged.\n"
-            f"{listing}\n*/\n{selectors} {{\n  display: none;\n}}\n")
+            f"{listing}\n*/\n.rise-enabled .reveal .jp-Cell:is({positions}) .jp-Cell-inputWrapper {{\n"
+            "  display: none;\n}\n")
 
 
 def _names(code):

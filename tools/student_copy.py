@@ -74,7 +74,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     out = build(args.outdir)
     lessons = sorted((out / "notebooks").glob("*.ipynb"))
-    print(f"wrote the students' copy of {len(lessons)} lessons to {out}")
+    removed = sum(is_solution(c) for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+                  for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
+    print(f"wrote the students' copy of {len(lessons)} lessons to {out}, "
+          f"without their {removed} solution cells and without outputs")
     return 0
 
 
