@@ -206,9 +206,9 @@ def time_op(fn, device='cpu', min_run_time=0.1, num_threads=1):
     Built on ``torch.utils.benchmark.Timer.blocked_autorange``; the clock synchronizes
     ``device`` (one device or a list) before every reading, so queued work is counted.
     ``num_threads`` is the number of CPU threads PyTorch may use meanwhile, as in Timer.
-    The first call imports ``torch.utils.benchmark``, which on a CUDA build of PyTorch asks
-    whether CUDA is there and so starts the CUDA driver (lesson 1); importing the package
-    does not, so ``CUDA_VISIBLE_DEVICES`` can still be set after ``import d2l_utils``.
+    The first call imports ``torch.utils.benchmark``, which on a CUDA build of PyTorch can
+    start the CUDA driver (lesson 1 says when); importing the package does not, so
+    ``CUDA_VISIBLE_DEVICES`` can still be set after ``import d2l_utils``.
 
     Defined in notebooks/03_copies_between_devices.ipynb.
     """
