@@ -121,7 +121,7 @@ def test_binder_environment_installs_in_a_fresh_virtualenv(tmp_path):
     # do the same with a copy, so that the editable install leaves this checkout alone
     repo = tmp_path / "repo"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "*.egg-info", "build", "dist", ".pytest_cache", "__pycache__",
+        ".git", ".venv*", ".whl", "*.egg-info", "build", "dist", ".pytest_cache", "__pycache__",
         "test-artifacts", ".ipynb_checkpoints"))
     offline = tmp_path / "requirements-offline.txt"
     offline.write_text("".join(
