@@ -535,12 +535,12 @@ def lesson_css(nb, found=None):
     ids = set(output_only(nb, found))
     if not ids:
         return None
+    rows = [(i, c["id"]) for i, c in enumerate(nb["cells"]) if c["id"] in ids]   # (position, id)
     by_reason = {}                            # reason -> ["position (cell id)", ...], in order
-    for i, c in enumerate(nb["cells"]):
-        if c["id"] in ids:
-            by_reason.setdefault(found[c["id"]][1], []).append(f"{i} ({c['id']})")
+    for i, cid in rows:
+        by_reason.setdefault(found[cid][1], []).append(f"{i} ({cid})")
     listing = "\n".join(f"   {reason}: {', '.join(cells)}." for reason, cells in by_reason.items())
-    positions = ", ".join(f'[data-windowed-list-index="{i}"]' for i, c in enumerate(nb["cells"]) if c["id"] in ids)
+    positions = ", ".join(f'[data-windowed-list-index="{i}"]' for i, _ in rows)
     return (f"{CSS_MARK} from the lesson's cells; run it again after changing them.\n"
             "   jupyterlab-rise loads this file beside the lesson in the slideshow only: these\n"
             "   cells (by position) show their output without their code on the slides. The\n"
