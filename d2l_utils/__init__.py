@@ -6,12 +6,17 @@ copies those cells into ``d2l_utils/lessons.py``; use them as ``import d2l_utils
 and ``d2l.try_gpu()``. (If lessons.py is ever broken, ``python d2l_utils/build.py``
 rebuilds it without importing the package.)
 
-One module is course machinery rather than lesson material, and is written by hand:
-``recordings.py`` gives GPU-only cells their fallback, ``d2l.show_recording``, which
-shows on a machine without a GPU what the cell printed on real hardware.
+Three modules are course machinery rather than lesson material, and are written by hand:
+``gpu_models.py`` holds the reference GPUs' datasheet table and the models that predict
+what a GPU shows; ``expectations/`` says, for every GPU-only cell, what it is expected to
+show (``d2l.check_expected`` compares it with a measurement on a GPU); ``recordings.py``
+gives GPU-only cells their fallback, ``d2l.show_recording``, which shows on a machine
+without a GPU the expectation and, once one is installed, what the cell printed on real
+hardware.
 """
 from .lessons import *  # noqa: F401,F403
 from .lessons import __all__ as _lesson_names
+from .expectations import check_expected  # noqa: F401
 from .recordings import show_recording  # noqa: F401
 
-__all__ = [*_lesson_names, 'show_recording']
+__all__ = [*_lesson_names, 'show_recording', 'check_expected']

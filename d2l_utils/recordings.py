@@ -11,11 +11,13 @@ This module is course machinery, not lesson material, so it is written by hand
 
 The call is the cell's mark: its id (two digits of the lesson, then a name) finds
 the cell again however the lesson is reordered, and ``gpus`` says how many CUDA
-GPUs it needs. Without them, the call prints what the cell printed on a real GPU
-machine (``tools/record_gpu.py`` stores that in ``measurements/gpu-recording.json``
-with the GPU, driver, CUDA and PyTorch versions and the date). With them, the call
-raises: the cell took its fallback on a machine that could run it, and the test
-suite, run on a GPU machine, fails there.
+GPUs it needs. Without them, the call prints what the cell is expected to show on a
+GPU (``d2l_utils/expectations``: derived from the course's models, simulated, or
+quoted from PyTorch's source, and labelled so), then what the cell printed on a real
+GPU machine where a recording is installed (``tools/record_gpu.py`` stores that in
+``measurements/gpu-recording.json`` with the GPU, driver, CUDA and PyTorch versions
+and the date). With them, the call raises: the cell took its fallback on a machine
+that could run it, and the test suite, run on a GPU machine, fails there.
 """
 import base64
 import hashlib
@@ -125,11 +127,16 @@ def _print_outputs(outputs):
 
 
 def show_recording(cell_id, gpus=1):
-    """Fallback of a GPU-only cell: print what the cell printed on a real GPU machine.
+    """Fallback of a GPU-only cell: what a GPU is expected to show, then what it showed.
 
-    Raises ``RuntimeError`` when this machine has ``gpus`` CUDA GPUs or more: the
-    cell should have run its GPU branch, so taking the fallback is a bug.
+    Prints the cell's expectation (``d2l_utils/expectations``), labelled as expected and
+    saying how it was derived; then, where a recording from real hardware is installed,
+    what the cell printed there (with its expected-against-measured lines), else the
+    lesson's Colab link to measure it. Raises ``RuntimeError`` when this machine has
+    ``gpus`` CUDA GPUs or more: the cell should have run its GPU branch, so taking the
+    fallback is a bug.
     """
+    from .expectations import colab_url, show_expected
     if not isinstance(cell_id, str) or not re.fullmatch(_ID, cell_id):
         raise ValueError(f"cell_id must look like '03-pinned-copy', got {cell_id!r}")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
@@ -140,24 +147,50 @@ def show_recording(cell_id, gpus=1):
                            'yet it took its fallback branch: its GPU code did not run')
     need = f'{gpus} CUDA GPUs' if gpus > 1 else 'a CUDA GPU'
     here = f'this machine has {have}' if have else 'none here'
+    print(f'[This cell needs {need}; {here}.]')
+    show_expected(cell_id)
+    yourself = (f'Measure it yourself: {colab_url(cell_id)} '
+                '(Runtime > Change runtime type > T4 GPU).' if gpus == 1 else
+                f'Measuring it needs a machine with {gpus} GPUs (Colab has one).')
     path = recording_path()
-    if path is None:
-        print(f'[This cell needs {need}; {here}, and no recording from real hardware '
-              f'is installed ({RECORDING} is missing).]')
-        return
-    rec = json.loads(path.read_text(encoding='utf-8'))
-    entry = rec['cells'].get(cell_id)
-    machine = rec['machine']
+    rec = json.loads(path.read_text(encoding='utf-8')) if path is not None else None
+    entry = rec['cells'].get(cell_id) if rec else None
     if entry is None:
-        if gpus > machine['gpu_count']:
-            print(f"[This cell needs {need}. The recording machine had {machine['gpu_count']}, "
-                  'so there is no recording of it.]')
+        if rec is None:
+            why = f'No recording from real hardware is installed ({RECORDING} is missing).'
+        elif gpus > rec['machine']['gpu_count']:
+            why = (f"The recording machine had {rec['machine']['gpu_count']} GPU(s), "
+                   'so there is no recording of this cell.')
         else:
-            print(f'[This cell needs {need}. It has no recording yet: '
-                  'tools/record_gpu.py on a GPU machine makes one.]')
+            why = 'This cell has no recording yet: tools/record_gpu.py on a GPU machine makes one.'
+        print(f'[{why} {yourself}]')
         return
-    print(f'[Recorded on {machine_line(machine)}:]')
+    print(f"[RECORDED on {machine_line(rec['machine'])}:]")
     _print_outputs(entry['outputs'])
+    checks = entry.get('checks', [])
+    missed = [c for c in checks if c.get('ok') is False]
+    if checks:
+        print(f'[{len(checks) - len(missed)} of {len(checks)} expectations met there'
+              + (': missed ' + ', '.join(c['label'] for c in missed) if missed else '') + f'. {yourself}]')
+
+
+def expectation_misses(recording):
+    """The expectations a recording missed, one line each naming the cell and the item.
+
+    A recorded cell's checks come from ``d2l.check_expected`` in its GPU branch. An item
+    that was judged and missed, or that was expected and never measured, is a miss: a
+    finding that changes the model or the prose, never the measurement.
+    """
+    misses = []
+    for cell_id, entry in sorted(recording.get('cells', {}).items()):
+        for c in entry.get('checks', []):
+            if c.get('ok') is False:
+                shown = 'not measured' if c.get('measured') is None else repr(c['measured'])
+                expected = (f"{c['expected']} ({c['low']} to {c['high']}) {c.get('unit', '')}".rstrip()
+                            if c['kind'] == 'number' else f"text containing {c['expected']}")
+                misses.append(f"cell {cell_id}, {c['item']} ({c['label']}): expected {expected}, "
+                              f"measured {shown} on the {c['gpu']}")
+    return misses
 
 
 def check_recording(recording, notebook_dir):

@@ -27,6 +27,17 @@ FIXTURE = pathlib.Path(__file__).parent / "data" / "fixture-recording.json"
 REAL = ROOT / "measurements" / recordings.RECORDING
 
 
+@pytest.fixture(autouse=True)
+def fixture_expectations(monkeypatch):
+    """The fixture cells' expectations (a test fixture, not a prediction)."""
+    from d2l_utils import expectations
+    from d2l_utils.gpu_models import Estimate
+    monkeypatch.setitem(expectations.LESSONS, "99", "99_fixture.ipynb")
+    for cell_id in ("99-one-gpu", "99-two-gpus", "99-not-recorded", "99-new-cell", "99-broken"):
+        monkeypatch.setitem(expectations._REGISTRY, cell_id, (
+            lambda e, gpu: e.number("value", "fixture value", Estimate(1, 0, 2, "s", "a fixture")), "model"))
+
+
 def all_gpu_cells():
     return list(gpu_cells(ROOT / "notebooks"))
 
@@ -77,7 +88,8 @@ def fixture_recording(monkeypatch):
 def test_fallback_shows_the_recording_headed_by_where_and_when(fixture_recording, capsys):
     show_recording("99-one-gpu", gpus=1)
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == ("[Recorded on 1x FAKE GPU (test fixture) (driver 0.0, CUDA 0.0, "
+    out = out[out.index(next(l for l in out if l.startswith("[RECORDED"))):]
+    assert out[0] == ("[RECORDED on 1x FAKE GPU (test fixture) (driver 0.0, CUDA 0.0, "
                       "PyTorch 0.0), 1970-01-01:]")
     assert out[1] == "fixture line one"
     assert out[-1] == "fixture value"
@@ -88,17 +100,19 @@ def test_fallback_says_when_a_cell_has_no_recording(fixture_recording, capsys):
     show_recording("99-not-recorded", gpus=1)
     assert "has no recording yet" in capsys.readouterr().out
     show_recording("99-two-gpus", gpus=2)
-    assert "The recording machine had 1, so there is no recording of it" in capsys.readouterr().out
+    assert "The recording machine had 1 GPU(s), so there is no recording of this cell" in capsys.readouterr().out
 
 
 def test_fallback_says_when_no_recording_is_installed(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(recordings, "recording_path", lambda: None)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     show_recording("99-one-gpu", gpus=1)
-    assert "a CUDA GPU; none here, and no recording from real hardware is installed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "needs a CUDA GPU; none here" in out and "No recording from real hardware is installed" in out
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)      # a one-GPU machine, a two-GPU cell
     show_recording("99-two-gpus", gpus=2)
-    assert "needs 2 CUDA GPUs; this machine has 1, and no recording" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "needs 2 CUDA GPUs; this machine has 1" in out and "a machine with 2 GPUs" in out
 
 
 def test_fallback_fails_on_a_machine_that_has_the_gpus(fixture_recording, monkeypatch):
