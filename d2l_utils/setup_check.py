@@ -10,8 +10,8 @@ What it checks: the Python version; PyTorch, its build (CUDA, ROCm, CPU) and whe
 computes; which accelerator is there (CUDA, Apple MPS, Intel XPU) and whether a tensor can
 be put on it and computed with; the course's helpers; the packages the lessons import
 (numpy, matplotlib, tqdm, nvidia-ml-py); JupyterLab and the slideshow extension
-(jupyterlab-rise), where a lab is meant to run; and whether the recordings from real
-hardware are installed (what a GPU-only cell shows where there is no GPU).
+(jupyterlab-rise), where a lab is meant to run; and what a GPU-only cell shows where
+there is no GPU (its expectation, and a recording from real hardware where one is installed).
 """
 import importlib.metadata
 import importlib.util
@@ -117,11 +117,13 @@ def check_recordings():
     from d2l_utils.recordings import RECORDING, recording_path
     path = recording_path()
     if path is None:
-        return NOTE, (f'no recording from real hardware ({RECORDING}): without a GPU, GPU-only '
-                      'cells say that none is installed')
+        return NOTE, (f'no recording from real hardware ({RECORDING}): without a GPU, a GPU-only '
+                      'cell shows what a GPU is expected to show (labelled as expected, with how it '
+                      'was derived) and its lesson\'s Colab link to measure it')
     import json
     machine = json.loads(path.read_text(encoding='utf-8'))['machine']
-    return OK, f"recordings from {machine['gpu_count']}x {machine['gpu']} ({machine['date']}) at {path}"
+    return OK, (f"recordings from {machine['gpu_count']}x {machine['gpu']} ({machine['date']}) at {path}: "
+                'without a GPU, a GPU-only cell shows its expectation and what that GPU printed')
 
 
 CHECKS = [('Python', check_python), ('PyTorch', check_torch), ('accelerator', check_accelerator),
