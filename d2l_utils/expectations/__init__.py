@@ -37,9 +37,10 @@ __all__ = ['expectation', 'Expected', 'expected_for', 'check_expected', 'show_ex
            'HOW', 'colab_url', 'LESSONS']
 
 HOW = {
-    'model': "computed by the course's models from the datasheet table (d2l_utils/gpu_models.py)",
-    'simulated': "simulated exactly on this CPU: PyTorch's rule here is deterministic",
-    'source': "quoted from PyTorch's source",
+    'model': "computed by the course's models from the NVIDIA H200 (SXM) and T4 datasheets "
+             "(d2l_utils/gpu_models.py)",
+    'simulated': "PyTorch's deterministic rule, simulated exactly on this CPU",
+    'source': "what PyTorch's source produces (file named)",
 }
 # The lessons, by number: the Colab link of each (tests/test_expectations.py checks them
 # against notebooks/ and tools/nbtemplate.py).
@@ -188,8 +189,6 @@ def show_expected(cell_id, header=True):
             for gpu, p in zip(gpus, per_gpu):
                 print(f'    {gpu.key:5} {_show_value(p)}' + (f": {p['why']}" if p['why'] else ''))
     print('  ' + '; '.join(f'[{how}] {HOW[how]}' for how in hows or [first.how]) + '.')
-    if any(i['kind'] == 'number' for i in first.items):
-        print('  Datasheets: ' + '; '.join(f'{g.key}: {g.source}' for g in gpus) + '.')
     if first.figure is not None:
         _draw_model(exps)
 
@@ -199,7 +198,7 @@ def _draw_model(exps):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, ax = plt.subplots(figsize=(8, 3.6), layout='constrained')
+    fig, ax = plt.subplots(figsize=(8, 3.2), layout='constrained')
     exps[0].figure(ax)
     ax.set_title((ax.get_title() + '\n' if ax.get_title() else '') + 'MODEL: expected, not measured',
                  fontsize='medium', color='tab:purple')
