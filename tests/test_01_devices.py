@@ -299,3 +299,40 @@ def test_pytorch_warns_transcribes_pytorchs_own_checks():
     # and the lesson's examples of disagreement with NVIDIA's rules are real
     assert _pytorch_warns_really((9, 0), ["compute_90"]) and build_runs_on((9, 0), ["compute_90"])
     assert not _pytorch_warns_really((10, 3), ["sm_100a"]) and not build_runs_on((10, 3), ["sm_100a"])
+
+
+# --- what lesson 1's GPU-only cells are expected to show (d2l_utils/expectations/lesson01.py)
+
+def test_segment_bytes_follows_the_caching_allocators_rounding():
+    from d2l_utils.expectations.lesson01 import segment_bytes
+    MiB = 2**20
+    assert [segment_bytes(n) for n in (4, 512, MiB)] == [2 * MiB] * 3          # small: 2 MiB segments
+    assert segment_bytes(MiB + 1) == segment_bytes(10 * MiB - 512) == 20 * MiB   # 1-10 MiB: 20 MiB
+    assert segment_bytes(10 * MiB) == 10 * MiB                                   # large: 2 MiB multiples
+    assert segment_bytes(2**30) == 2**30 and segment_bytes(2**30 + 1) == 2**30 + 2 * MiB
+    for bad in (0, -1, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="nbytes"):
+            segment_bytes(bad)
+
+
+def test_the_context_and_memory_models_hold_together():
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations.lesson01 import context_bytes, reported_memory_bytes
+    h200, t4 = gpu_models.DATASHEET["H200"], gpu_models.DATASHEET["T4"]
+    assert context_bytes(h200).value > context_bytes(t4).value     # more SMs, more local memory
+    for gpu in (h200, t4):
+        total = reported_memory_bytes(gpu)
+        assert 0.85 * gpu.memory_bytes < total.low <= total.high <= gpu.memory_bytes
+    assert reported_memory_bytes(t4).high == 15 * 2**30              # ECC keeps 1/16 of 16 GiB
+    odd = gpu_models.Datasheet(**{**h200.__dict__, "capability": (3, 5)})
+    with pytest.raises(ValueError, match="capability"):
+        context_bytes(odd)
+
+
+def test_lesson_1_expects_the_datasheet_card():
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for
+    for gpu in gpu_models.reference_gpus():
+        items = {i["name"]: i for i in expected_for("01-card-properties", gpu).items}
+        assert items["card"]["value"] == [gpu.name, "%d.%d" % gpu.capability]
+        assert items["sms"]["value"] == gpu.sms

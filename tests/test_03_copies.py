@@ -412,6 +412,36 @@ def test_pcie_ceilings_follow_the_encodings():
     assert pcie_gb_s(5) == 4 * pcie_gb_s(3) == pytest.approx(63.0, abs=0.1)
 
 
+def test_the_lessons_pcie_formula_is_the_one_the_expectations_use():
+    # gpu_models.pcie_bytes_per_s computes every GPU-only cell's copy expectation; the lesson's cell
+    # teaches the same formula: they must agree for every generation it knows and common widths.
+    from d2l_utils import gpu_models
+    namespace = lesson_namespace("def pcie_gb_s(")
+    for generation in namespace["gt_per_s"]:
+        for lanes in (1, 4, 8, 16):
+            assert namespace["pcie_gb_s"](generation, lanes) * 1e9 == pytest.approx(
+                gpu_models.pcie_bytes_per_s(generation, lanes), rel=1e-12)
+    for gpu in gpu_models.reference_gpus():           # and the reference GPUs' links are in the lesson's table
+        assert f"{gpu.pcie[0]}.0" in namespace["pcie"] and gpu.pcie[1] == 16
+
+
+@pytest.mark.parametrize("link, fastest, ceilings, says", [
+    (((5, 16), (5, 16)), 50.0, ["5.0 x16"], ""),                   # the card's own link holds the copies
+    (((3, 16), (1, 16)), 12.0, ["3.0 x16"], ""),                   # an idle link now: the most is what counts
+    (((1, 1), (1, 1)), 50.0, ["3.0 x16", "4.0 x16", "5.0 x16"], "above the 0.2 GB/s"),   # a virtual bridge
+    (((4, 16), (4, 16)), 40.0, ["3.0 x16", "4.0 x16", "5.0 x16"], "PCIe 4.0 x16 NVML reports"),
+    (None, 50.0, ["3.0 x16", "4.0 x16", "5.0 x16"], ""),            # NVML cannot say
+    (((6, 16), (6, 16)), 50.0, ["3.0 x16", "4.0 x16", "5.0 x16"], ""),  # a generation the lesson's table lacks
+])
+def test_link_ceilings_falls_back_to_the_x16_table_when_a_copy_beats_nvmls_link(link, fastest, ceilings, says):
+    # Issue 27: NVML's maximum link is the lower of the card's and its upstream port's, and a virtual
+    # machine's bridge may report less than the real link (older QEMU versions: PCIe 1.0 x1).
+    link_ceilings = lesson_namespace("def pcie_gb_s(", "def link_ceilings(")["link_ceilings"]
+    found, why = link_ceilings(link, fastest)
+    assert sorted(found) == ceilings and max(found.values()) > fastest
+    assert (says in why) if says else why == ""
+
+
 class FakePynvml(types.ModuleType):
     """Just the part of nvidia-ml-py that the lesson's pcie_link uses: two GPUs, found by UUID."""
 

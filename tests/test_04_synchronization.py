@@ -199,3 +199,64 @@ def test_the_clock_cells_report_a_spread_and_time_every_width_in_rounds():
     assert len(timing) == 3 and all("middle half" in t or "ratio by round" in t for t in timing)
     gpu_loop, = [t for t in texts if "d2l.show_recording('04-training-loop'" in t]
     assert "in_turn(" in gpu_loop and "time_op" not in gpu_loop
+
+
+# ---- the expectations of the GPU-only cells (d2l_utils/expectations/lesson04.py) ----
+
+def test_the_simulated_step_dispatches_what_pytorch_dispatches():
+    # 04-training-loop's expectation plays a step out op by op; its list must be the ops PyTorch
+    # dispatches for the lesson's step (here on the CPU, with SGD's foreach update as CUDA uses).
+    from torch import nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from d2l_utils.expectations import lesson04
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__.split(".")[0])
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+    X, y, total = torch.randn(1024, 64), torch.randn(1024, 1), torch.zeros(())
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, foreach=True)
+    for _ in range(2):                                     # the second step is the steady one
+        with Ops() as ops:
+            loss = nn.functional.mse_loss(net(X), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+            total += loss.detach()
+    light = {"t", "detach", "view", "_record_function_enter_new", "_record_function_exit"}
+    real = ["light" if name in light else name for name in ops.names][:-1]      # the last: total +=
+    real = [k for name in real for k in (["kernel", "kernel"] if name == "mse_loss" else   # two kernels
+                                          ["light" if name == "light" else "kernel"])]
+    model = ["light" if op is None else "kernel" for op in lesson04.step_ops(64) if op != "python"]
+    assert model == real
+
+
+@pytest.mark.parametrize("gpu", ["H200", "T4"])
+def test_the_simulated_loop_lies_between_the_lessons_bounds(gpu):
+    # The lesson's L/C model: a step takes at least max(L, C); reading every step costs at most L + C
+    # (plus the read). The kernel-by-kernel simulation must agree, and reading never be a gain.
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import lesson04
+    spec = gpu_models.DATASHEET[gpu]
+    for width in lesson04.WIDTHS:
+        ops = lesson04.step_ops(width)
+        L, C = lesson04.host_and_gpu(ops, spec)
+        item = lesson04.simulate(ops, spec, 20, True, "value") / 20
+        device = lesson04.simulate(ops, spec, 20, False, "value") / 20
+        assert max(L, C) <= device * 1.001 and device <= item
+        assert item <= L + C + lesson04.LATENCY[0] + 1e-9
+
+
+def test_the_launch_timeline_expectation_holds_the_cells_asserts():
+    # The GPU branch asserts: the loop returns before the GPU is done, and the GPU before .item() returns.
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import lesson04
+    for spec in gpu_models.reference_gpus():
+        for scenario in lesson04.SCENARIOS:
+            host, device, waits = lesson04.timeline(spec, scenario)
+            assert host[-1][1] < device[-1][1] <= waits[0][1]

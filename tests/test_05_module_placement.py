@@ -162,3 +162,46 @@ def test_adam_foreach_step_with_cpu_state_fails_at_foreach_lerp():
     with pytest.raises(RuntimeError, match='device') as info:
         adam.step()
     assert where_in_adam(info.value).startswith('_multi_tensor_adam: torch._foreach_lerp_(')
+
+
+# ---- what the GPU-only cells are expected to show (d2l_utils/expectations/lesson05.py) ----
+from d2l_utils import gpu_models  # noqa: E402
+from d2l_utils.expectations import expected_for, fmt, lesson05  # noqa: E402
+
+PAGE = ROOT / 'teaching' / '05_module_placement.md'
+
+
+def expected_items(cell_id, gpu='H200'):
+    return {i['name']: i for i in expected_for(cell_id, gpu_models.DATASHEET[gpu]).items}
+
+
+def test_the_expected_messages_pass_the_gpu_cells_asserts():
+    assert 'device' in expected_items('05-cpu-batch-gpu-model')['message']['value'][0]
+    raised_in = expected_items('05-adam-step-mixes-devices')['raised_in']['value'][0]
+    assert raised_in.startswith('_multi_tensor_adam: torch._foreach_lerp_(')
+    assert expected_items('05-cudnn-benchmark')['tuning_is_slowest']['value'] == ['True']
+
+
+def test_the_convolution_is_counted_as_the_cell_builds_it():
+    conv = nn.Conv2d(64, 64, 3, padding=1, device='meta')
+    out = conv(torch.empty(32, 64, 57, 57, device='meta'))
+    flops, conv_bytes, add_bytes = lesson05.conv_work(57)
+    assert flops == 2 * out.numel() * 64 * 3 * 3                  # a multiply and an add per term
+    assert add_bytes == 2 * 4 * out.numel()                        # the bias add reads and writes it
+    assert conv_bytes == 4 * (2 * out.numel() + conv.weight.numel())
+    with pytest.raises(ValueError, match='size'):
+        lesson05.conv_work(0)
+
+
+def test_the_t4_convolves_in_float32_and_the_h200_in_tf32():
+    h200 = expected_items('05-cudnn-benchmark')['steady_ms']
+    t4 = expected_items('05-cudnn-benchmark', 'T4')['steady_ms']
+    assert 'TF32' in h200['why'] and 'no TF32 on the T4' in t4['why']
+    assert t4['low'] > 3 * h200['high']                           # 8.1 against 495 TFLOP/s
+
+
+def test_the_teachers_page_quotes_the_expected_times():
+    text = ' '.join(PAGE.read_text(encoding='utf-8').split())
+    for gpu in ('H200', 'T4'):
+        item = expected_items('05-cudnn-benchmark', gpu)['steady_ms']
+        assert f"{fmt(item['value'])} ms on the {gpu} ({fmt(item['low'])} to {fmt(item['high'])}" in text, gpu

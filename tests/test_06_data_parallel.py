@@ -134,3 +134,35 @@ def test_gpu_only_cells_ask_for_the_gpus_they_use(cell_id, gpus):
     condition = source(cell).splitlines()[1]
     expected = 'torch.cuda.is_available()' if gpus == 1 else f'torch.cuda.device_count() >= {gpus}'
     assert condition == f'if {expected}:'
+
+
+# ---- what the GPU-only cells are expected to show (d2l_utils/expectations/lesson06.py) ----
+from d2l_utils import gpu_models  # noqa: E402
+from d2l_utils.expectations import lesson06  # noqa: E402
+
+
+def test_the_memory_model_counts_each_gpus_peak():
+    gpu0, gpu1 = lesson06.step_peaks()
+    assert gpu0 == 84                                   # 2 + 2 + 5 x 16 MiB
+    assert gpu1 == pytest.approx(50.02, abs=0.01)       # 20.02 + 2 + 2 + 8 + 2 + 16 MiB
+    workspace = gpu_models.cublas_workspace_bytes(gpu_models.DATASHEET['H200']) / 2**20
+    assert gpu0 > gpu1 + workspace                       # even with a new workspace on GPU 1
+    with pytest.raises(ValueError, match='even'):
+        lesson06.step_peaks(rows=1023)
+
+
+def test_squares_backward_holds_five_tensors_of_the_outputs_size():
+    """The model's count for GPU 0, checked with PyTorch's own autograd on this CPU: the output
+    (saved by square), mean's gradient, and pow_backward's out.pow(1), 2 * it and the product."""
+    w, x = torch.randn(64, 64, requires_grad=True), torch.randn(64, 64)
+
+    def step():
+        out = (x @ w).repeat(1, 4)                      # 64 x 256, not a leaf, like the gathered output
+        out.square().mean().backward()
+    assert d2l.peak_memory(step) == pytest.approx(5 * 64 * 256 * 4, rel=1e-3)
+
+
+def test_the_teachers_page_quotes_the_expected_memory():
+    text = ' '.join((ROOT / 'teaching' / '06_data_parallel.md').read_text(encoding='utf-8').split())
+    gpu0, gpu1 = lesson06.step_peaks()
+    assert f'GPU 0 {gpu0:.0f} MiB' in text and f'GPU 1 {gpu1:.0f} MiB' in text

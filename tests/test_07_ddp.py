@@ -246,14 +246,39 @@ def test_run_processes_env_can_ask_for_colours():
     assert run.stdout == '1\n'
 
 
-@pytest.mark.skipif(sys.version_info < (3, 13), reason='Python colours its tracebacks from 3.13 on')
+PYTHON_313 = '~/.pyenv/versions/3.1[3-9]*/bin/python3.1[3-9]'
+
+
+def python_313():
+    """A Python 3.13 or later to start children with (Python colours its tracebacks from 3.13
+    on): this one, else pyenv's (PYTHON_313), else one on PATH; None where there is none."""
+    import glob
+    import shutil
+    if sys.version_info >= (3, 13):
+        return sys.executable
+    for exe in [*sorted(glob.glob(os.path.expanduser(PYTHON_313))),
+                *filter(None, (shutil.which(f'python3.{m}') for m in range(13, 20)))]:
+        done = subprocess.run([exe, '-c', 'import sys; print(sys.version_info >= (3, 13))'],
+                              capture_output=True, text=True, timeout=60)
+        if done.stdout.strip() == 'True':
+            return exe
+    return None
+
+
 def test_without_the_helper_a_child_colours_its_traceback(monkeypatch):
-    """The control: what the test above would see if run_processes did not set PYTHON_COLORS."""
+    """The control, in a real Python 3.13 child: without run_processes it colours its
+    traceback under FORCE_COLOR, as a kernel's children would; through it, it does not."""
+    exe = python_313()
+    if exe is None:
+        pytest.skip(f'no Python 3.13 or later here (this is {sys.version.split()[0]}; looked for '
+                    f'{PYTHON_313} and python3.13+ on PATH): the control needs one')
     monkeypatch.setenv('FORCE_COLOR', '1')
     monkeypatch.delenv('PYTHON_COLORS', raising=False)
     monkeypatch.delenv('NO_COLOR', raising=False)
-    run = subprocess.run([sys.executable, '-c', FAILING_CHILD], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 1 and '\x1b[' in run.stderr
+    run = subprocess.run([exe, '-c', FAILING_CHILD], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and '\x1b[' in run.stderr, run.stderr
+    helped, = d2l.run_processes([[exe, '-c', FAILING_CHILD]], timeout=60)
+    assert helped.returncode == 1 and helped.stdout == '0\n' and '\x1b[' not in helped.stderr, helped.stderr
 
 
 @pytest.mark.parametrize('args, kwargs, error, message', [
@@ -301,3 +326,30 @@ def test_the_deck_shows_the_key_ideas_and_the_scripts_ddp_lines():
     printed = ''.join(o.get('text', '') for o in lines.outputs)
     for call in ('init_process_group', 'DistributedSampler(', 'DDP(', 'set_epoch', 'rank == 0'):
         assert call in printed, call
+
+
+# ---- what the GPU-only cell is expected to show (d2l_utils/expectations/lesson07.py) ----
+import torch  # noqa: E402
+from torch.utils.data import DistributedSampler  # noqa: E402
+
+from d2l_utils import gpu_models  # noqa: E402
+from d2l_utils.expectations import expected_for, fmt  # noqa: E402
+
+
+@pytest.mark.parametrize('world', [1, 2, 4, 8])
+def test_any_number_of_ranks_shares_out_the_same_first_32_samples(world):
+    """Why the GPU run's first gradient equals one process's on the same 32 samples."""
+    per_rank = 32 // world
+    first = [i for r in range(world)
+             for i in list(DistributedSampler(range(256), num_replicas=world, rank=r, seed=0))[:per_rank]]
+    one = list(DistributedSampler(range(256), num_replicas=1, rank=0, seed=0))[:32]
+    assert sorted(first) == sorted(one)
+
+
+def test_the_expected_step_is_the_hosts_and_the_page_quotes_it():
+    steps = [{i['name']: i for i in expected_for('07-nccl-run', gpu).items}['ms_per_step']
+             for gpu in gpu_models.reference_gpus()]
+    assert steps[0] == steps[1]                          # the GPU's arithmetic is under 1 µs on both
+    text = ' '.join((ROOT / 'teaching' / '07_distributed_data_parallel.md').read_text(encoding='utf-8').split())
+    step = steps[0]
+    assert f"{fmt(step['value'])} ms per step (model, {fmt(step['low'])} to {fmt(step['high'])})" in text

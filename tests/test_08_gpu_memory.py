@@ -230,3 +230,158 @@ def test_the_deck_is_a_lecture_with_its_key_ideas_on_slides():
     for idea in ('"Training in bfloat16" can mean three things', '**`memory_allocated`**',
                  'recover *after* the `except` block', 'each loss scaled by `1/k`, the sum is the gradient'):
         assert any(idea in text for text in shown), f'not on a slide: {idea}'
+
+
+# What lesson 8's GPU-only cells are expected to show (d2l_utils/expectations/lesson08.py): the
+# allocator replayed, and autocast's rules restated, must agree with what the lesson teaches.
+
+import ast
+import math
+import subprocess
+import sys
+
+import torch.nn.functional as F
+from conftest import cells, slow, source
+
+from d2l_utils.expectations import lesson08
+
+LESSON = ROOT / 'notebooks' / '08_gpu_memory.ipynb'
+MiB = 2**20
+
+
+def lesson_definitions(*ids):
+    """The functions, classes and upper-case constants of the lesson's cells ``ids``, defined
+    in a namespace (the rest of each cell, which runs the lesson, is left out)."""
+    namespace = {'math': math, 'torch': torch, 'F': F, 'nn': nn, 'd2l': d2l, 'MiB': MiB}
+    by_id = {c['id']: c for c in cells(LESSON)}
+    for cell_id in ids:
+        tree = ast.parse(source(by_id[cell_id]))
+        keep = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.ImportFrom))
+                or isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper()
+                                                          for t in node.targets)]
+        exec(compile(ast.Module(keep, []), cell_id, 'exec'), namespace)
+    return namespace
+
+
+def test_the_replayed_allocator_gives_the_lessons_blocks_and_segments():
+    lesson = lesson_definitions('c049-08gpumemory')['cuda_block_and_segment']
+    for n in [1, 511, 512, 513, 1000, MiB - 1, MiB, MiB + 1, 5 * MiB, 9 * MiB, 10 * MiB - 512, 10 * MiB,
+              10 * MiB + 1, 11 * MiB, 11 * MiB + 1, 12 * MiB, 100 * MiB, 100 * MiB + 3]:
+        alloc = lesson08.Allocator()
+        assert (alloc.malloc(n)[0], alloc.reserved) == lesson(n), n
+
+
+def test_the_replayed_allocator_reuses_splits_merges_and_releases():
+    alloc = lesson08.Allocator()
+    a, b = alloc.malloc(3 * MiB), alloc.malloc(3 * MiB)        # one 20 MiB segment, split twice
+    assert (alloc.allocated, alloc.reserved, alloc.segments_allocated) == (6 * MiB, 20 * MiB, 1)
+    alloc.free(a)
+    assert alloc.inactive_split == 3 * MiB + 14 * MiB          # a hole before b, the rest after it
+    alloc.free(b)                                              # merges back into one free block
+    assert alloc.inactive_split == 0 and alloc.segments[0]['blocks'] == [[20 * MiB, False]]
+    alloc.malloc(1000, stream=1)                               # small pool, another stream
+    alloc.empty_cache()
+    assert (alloc.reserved, len(alloc.segments)) == (2 * MiB, 1)
+
+
+def test_the_replayed_allocator_rejects_bad_input():
+    alloc = lesson08.Allocator()
+    with pytest.raises(ValueError, match='nbytes must be an int'):
+        alloc.malloc(-1)
+    with pytest.raises(ValueError, match='nbytes must be an int'):
+        alloc.malloc(1.5)
+    block = alloc.malloc(10)
+    alloc.free(block)
+    with pytest.raises(ValueError, match='already free'):
+        alloc.free(block)
+    with pytest.raises(ValueError, match='not a block'):
+        alloc.free([512, True])
+    with pytest.raises(NotImplementedError):
+        lesson08.Allocator(expandable=True).empty_cache()
+
+
+def test_the_expectations_autocast_rules_are_the_lessons():
+    """lesson08 restates the lesson's GPT and AutocastRules (a package cannot import a notebook):
+    both give the same bytes, and the CPU's rules give real CPU autocast's."""
+    lesson = lesson_definitions('c033-08gpumemory', 'c034-08gpumemory', 'c040-08gpumemory',
+                                'ca9dd10-08gpumemory', 'ca9dd11-08cudarules', 'c27c688-08gpumemory')
+    torch.manual_seed(0)
+    small, words = lesson['GPT'](100, 32, 2, 4), torch.randint(0, 100, (2, 16))
+    cuda, cpu = lesson08.cuda_and_cpu_saved()
+    rules = lesson['AutocastRules']
+    assert lesson['saved_under'](rules(lesson['LOW'], lesson['CUDA_FP32'], lesson['CUDA_PARTS']),
+                                 small, words) == cuda
+    assert lesson['saved_under'](rules(lesson['LOW'], lesson['CPU_FP32']), small, words) == cpu
+    assert lesson['saved_under'](torch.autocast('cpu', dtype=torch.bfloat16), small, words) == cpu
+    assert lesson['dtypes'](cuda) == lesson08.dtypes(cuda)
+    # the difference the lesson explains: log_softmax's bfloat16 result, T x V numbers of 2 bytes
+    assert cuda[torch.bfloat16] - cpu[torch.bfloat16] == 2 * 16 * 100 * 2
+
+
+def test_cross_entropy_parts_is_cross_entropy_and_refuses_what_it_does_not_write_out():
+    logits, target = torch.randn(6, 5), torch.tensor([0, 1, 2, 3, 4, 0])
+    assert torch.allclose(lesson08.cross_entropy_parts(logits, target), F.cross_entropy(logits, target))
+    with pytest.raises(NotImplementedError):
+        lesson08.cross_entropy_parts(logits, target, label_smoothing=0.1)
+    with pytest.raises(NotImplementedError):
+        lesson08.cross_entropy_parts(logits, logits.softmax(1))
+
+
+CUDA_ON_THE_CPU = """
+import warnings, torch
+from d2l_utils.expectations import lesson08
+K = torch._C.DispatchKey.AutocastCPU
+def without_autocast():
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(K))
+def layer_norm(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):      # CUDA: fp32
+    f = lambda t: t.float() if t is not None else t
+    with without_autocast():
+        return torch.ops.aten.layer_norm(f(x), shape, f(weight), f(bias), eps, cudnn_enable)
+def float32_unless_named(op):                                     # CUDA: fp32_set_opt_dtype
+    def kernel(x, dim, dtype=None):
+        with without_autocast():
+            return op(x, dim, torch.float32 if dtype is None else dtype)
+    return kernel
+lib = torch.library.Library('aten', 'IMPL')
+with warnings.catch_warnings():
+    warnings.simplefilter('ignore')
+    lib.impl('cross_entropy_loss', torch.library.fallthrough_kernel, 'AutocastCPU')    # CUDA lists none
+    lib.impl('layer_norm', layer_norm, 'AutocastCPU')
+    lib.impl('softmax.int', float32_unless_named(torch.ops.aten.softmax.int), 'AutocastCPU')
+    lib.impl('log_softmax.int', float32_unless_named(torch.ops.aten.log_softmax.int), 'AutocastCPU')
+emulated = lesson08.saved_by_dtype(torch.autocast('cpu', dtype=torch.bfloat16))
+assert emulated == lesson08.cuda_and_cpu_saved()[0], (emulated, lesson08.cuda_and_cpu_saved()[0])
+print('ok')
+"""
+
+
+@slow('a child process that imports torch: a few seconds')
+def test_cudas_rules_agree_with_cudas_policies_replayed_by_the_dispatcher():
+    """CUDA's autocast policies for the ops the GPT meets, registered for the CPU's autocast key
+    (cross_entropy_loss unlisted, layer_norm float32, softmax and log_softmax float32 unless a
+    dtype is named: aten/src/ATen/autocast_mode.cpp), save what lesson 8's CUDA rules predict.
+    In a child process: the registrations would change autocast for the other tests."""
+    run = subprocess.run([sys.executable, '-c', CUDA_ON_THE_CPU], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == 'ok', run.stderr[-2000:]
+
+
+def test_the_teachers_page_quotes_the_expectations():
+    """teaching/08_gpu_memory.md quotes what the GPU-only cells are expected to show, for a
+    teacher without a GPU: the quoted numbers are the expectations' own."""
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for, fmt
+    page = (ROOT / 'teaching' / '08_gpu_memory.md').read_text(encoding='utf-8')
+    quoted = page[page.index('## Without a GPU: what to expect'):page.index('## Questions')]
+
+    def item(cell_id, name):
+        return next(i for i in expected_for(cell_id, gpu_models.DATASHEET['H200']).items if i['name'] == name)
+
+    assert f"`{item('08-autocast-rules', 'autocast')['value'][0]}`" in quoted
+    for cell_id, name in [('08-measured-step', 'held_after_kib'), ('08-measured-step', 'peak_kib'),
+                          ('08-fragmentation', 'holes_mib'), ('08-fragmentation', 'grew_mib'),
+                          ('08-expandable-segments', 'default_reserved_mib'),
+                          ('08-expandable-segments', 'expandable_reserved_mib'),
+                          ('08-empty-cache', 'released_mib'), ('08-memory-snapshot', 'events'),
+                          *[('08-fixes-on-gpu', n) for n in ('baseline_kib', 'micro_batches_kib', 'zeroed_grads_kib',
+                                                             'autocast_kib', 'checkpointing_kib')]]:
+        assert fmt(item(cell_id, name)['value']) in quoted, (cell_id, name)

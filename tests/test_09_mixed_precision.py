@@ -1,14 +1,24 @@
 """Unit tests of lesson 9's helpers: round_mantissa, tf32_matmuls(_enabled); the PyTorch
-behaviour the lesson states about the old and new TF32 switches; and lesson 8's
-saved_tensor_bytes split by dtype, as this lesson uses it."""
+behaviour the lesson states about the old and new TF32 switches; lesson 8's
+saved_tensor_bytes split by dtype, as this lesson uses it; and what the expectations of its
+GPU-only cells rest on (d2l_utils/expectations/lesson09.py): TF32's rounding, the float32
+error model, autocast's CUDA lists as installed, and the training step's memory count."""
+import collections
+import math
+import pathlib
+import re
 import warnings
+import weakref
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 import d2l_utils as d2l
+from d2l_utils.expectations import lesson09
 
 
 def _all_kinds_of_float32(n=200_000, seed=0):
@@ -232,3 +242,130 @@ def test_saved_bytes_by_dtype_with_a_loss():
 def test_saved_bytes_by_dtype_rejects_bad_input(fn, exclude):
     with pytest.raises(TypeError):
         d2l.saved_tensor_bytes(fn, exclude, by_dtype=True)
+
+
+# ---- The expectations of the GPU-only cells (d2l_utils/expectations/lesson09.py) ----------------
+
+
+def test_rounding_ties_away_differs_from_ties_to_even_only_at_ties():
+    x = torch.randn(100_000, generator=torch.Generator().manual_seed(3))
+    away, even = lesson09.round_ties_away(x), d2l.round_mantissa(x, 10)
+    differ = away != even
+    dropped = x.view(torch.int32) & 0x1FFF                       # the 13 bits TF32 drops
+    assert torch.equal(differ, differ & (dropped == 0x1000))      # only where they are exactly half
+    assert (away[differ].abs() > even[differ].abs()).all()        # and then away from zero
+    assert lesson09.round_ties_away(torch.tensor(lesson09.NEAR_1024)).tolist() == [1024, 1025, 1025, 1026]
+    assert lesson09.truncate(torch.tensor(lesson09.NEAR_1024)).tolist() == [1024, 1024, 1024, 1025]
+    with pytest.raises(TypeError):
+        lesson09.round_ties_away(torch.ones(2, dtype=torch.float64))
+
+
+def test_the_float32_error_model_matches_sums_taken_one_term_after_the_other():
+    k, g = 512, torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, k, generator=g), torch.randn(k, 64, generator=g)
+    acc = torch.zeros(64, 64)
+    for i in range(k):                                            # one term after the other, as a GPU thread adds
+        acc += a[:, i:i + 1] * b[i:i + 1, :]
+    exact = a.double() @ b.double()
+    measured = ((acc.double() - exact).norm() / exact.norm()).item()
+    model = lesson09.float32_product_error(k)
+    assert 0.8 < measured / model.value < 1.25 and model.low < measured < model.high
+
+
+def _autocast_lists():
+    header = pathlib.Path(torch.__file__).parent / 'include' / 'ATen' / 'autocast_mode.h'
+    if not header.exists():
+        pytest.skip(f'this PyTorch installs no {header.name} (a build without C++ headers)')
+    text = header.read_text()
+    lists = {}
+    for name in ('AT_FORALL_LOWER_PRECISION_FP', 'AT_FORALL_FP32', 'AT_FORALL_FP32_SET_OPT_DTYPE'):
+        body = re.search(rf'#define {name}\(_\)(.*?)\n\n', text, re.S).group(1)
+        lists[name] = set(re.findall(r'_\((\w+)', body))
+    return lists
+
+
+def test_autocast_cuda_expectation_follows_the_installed_lists():
+    """The expectation of 09-autocast-cuda names, for each operation of the cell, the CUDA list
+    that decides its dtype (or none): the header installed with PyTorch must agree."""
+    lists = _autocast_lists()
+    for name, (op, listed) in lesson09.AUTOCAST_CUDA.items():
+        found = [k for k, ops in lists.items() if op in ops]
+        assert found == ([listed] if listed else []), (name, op, found)
+    assert 'nll_loss' in lists['AT_FORALL_FP32']          # cross_entropy's float32 comes from here
+    assert 'log_softmax' in lists['AT_FORALL_FP32_SET_OPT_DTYPE']
+
+
+class _LiveBytes(TorchDispatchMode):
+    """Bytes of the storages the operations inside create, alive at once (the peak): each storage
+    counted once, dropped when the last tensor on it dies. Storages of ``known`` tensors are not counted."""
+
+    def __init__(self, known):
+        super().__init__()
+        self.refs, self.size, self.now, self.peak = collections.Counter(), {}, 0, 0
+        for t in known:
+            key = t.untyped_storage().data_ptr()
+            self.size[key], self.refs[key] = 0, 10**9
+
+    def _drop(self, key):
+        self.refs[key] -= 1
+        if self.refs[key] == 0:
+            self.now -= self.size.pop(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                key = t.untyped_storage().data_ptr()
+                if key not in self.size:
+                    self.size[key] = t.untyped_storage().nbytes()
+                    self.now += self.size[key]
+                self.refs[key] += 1
+                weakref.finalize(t, self._drop, key)
+        self.peak = max(self.peak, self.now)
+        return out
+
+
+@pytest.mark.parametrize('mode', ['float32', 'bfloat16'])
+def test_the_train_step_memory_model_agrees_with_a_count_of_live_tensors(mode):
+    """09-train-step's peak, counted on a CPU at a small size with the cell's shape (batch = 2 x
+    width): float32 exactly; under autocast the count cannot see mse_loss's temporary inside its
+    kernel (one float32 activation), which the model adds at the end of the forward pass."""
+    width, batch, layers = 64, 128, 4
+    torch.manual_seed(0)
+    net = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())])
+    xb, yb = torch.randn(batch, width), torch.randn(batch, width)
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-4)
+    dtype = None if mode == 'float32' else torch.bfloat16
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast('cpu', dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            loss = F.mse_loss(net(xb), yb)
+        loss.backward()
+        optimizer.step()
+    step()
+    optimizer.zero_grad(set_to_none=True)
+    live = _LiveBytes([*net.parameters(), xb, yb])
+    with live:
+        step()
+    fixed = sum(p.numel() * 4 for p in net.parameters()) + 2 * batch * width * 4
+    model = lesson09.train_step_peak_bytes(mode, width, batch, layers) - fixed
+    activation = batch * width * 4
+    if mode == 'float32':
+        assert abs(live.peak - model) <= 64                       # a scalar or two: the loss's seed gradient
+    else:
+        assert live.peak <= model <= live.peak + activation
+    assert lesson09.train_step_peak_bytes('bfloat16') < lesson09.train_step_peak_bytes('float32')
+
+
+def test_matmul_rates_know_what_a_t4_lacks():
+    from d2l_utils import gpu_models
+    t4, h200 = gpu_models.DATASHEET['T4'], gpu_models.DATASHEET['H200']
+    assert lesson09.matmul_tflops(8192, t4, 'tf32').value == lesson09.matmul_tflops(8192, t4, 'float32').value
+    assert lesson09.matmul_tflops(8192, t4, 'bfloat16').low < lesson09.matmul_tflops(8192, t4, 'float32').low
+    assert lesson09.matmul_tflops(8192, h200, 'bfloat16').value > 10 * lesson09.matmul_tflops(8192, h200, 'float32').value
+    with pytest.raises(ValueError, match='dtype must be'):
+        lesson09.matmul_tflops(8192, h200, 'float64')
+    assert math.isclose(lesson09.train_step_flops(), 11 * 2 * 8192 * 4096**2)
+    with pytest.raises(ValueError, match='mode must be'):
+        lesson09.train_step_peak_bytes('float8')

@@ -1,11 +1,17 @@
-"""Unit tests of lesson 10's helpers (roofline_bound, busy_fraction, SlowDataset). No timing
-asserts: the verdicts are tested on made-up numbers, the dataset with no sleep."""
+"""Unit tests of lesson 10's helpers (roofline_bound, busy_fraction, SlowDataset), and the counts
+that the expectations of its GPU-only cells rest on (d2l_utils/expectations/lesson10.py). No
+timing asserts: the verdicts are tested on made-up numbers, the dataset with no sleep."""
 import pickle
 
 import pytest
 import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 import d2l_utils as d2l
+from d2l_utils import gpu_models
+from d2l_utils.expectations import lesson10
 
 PEAK, BW = 100e9, 10e9            # a made-up machine: 100 GFLOP/s, 10 GB/s, ridge at 10 FLOP/byte
 
@@ -104,3 +110,60 @@ def test_slow_dataset_is_the_same_in_every_instance_and_iterates_to_its_end():
 def test_roofline_bound_takes_any_real_numbers():
     numpy = pytest.importorskip("numpy")
     assert d2l.roofline_bound(numpy.int64(10**9), numpy.float32(1e6), 0.01, PEAK, BW) == "compute"
+
+
+def _profiled_step(width, batch, classes=10):
+    """The training step of the lesson's cell 10-gpu-kernels, on a CPU at ``width`` and ``batch``."""
+    torch.manual_seed(0)
+    wide = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                         nn.Linear(width, classes))
+    X, y = torch.randn(batch, width), torch.randint(0, classes, (batch,))
+
+    def step():
+        loss = nn.functional.cross_entropy(wide(X), y); wide.zero_grad(); loss.backward()
+        with torch.no_grad():
+            for p in wide.parameters():
+                p -= 0.01 * p.grad
+    return step
+
+
+def test_the_step_flops_are_what_flop_counter_mode_counts():
+    step = _profiled_step(48, 40, classes=10)
+    with FlopCounterMode(display=False) as counter:
+        step()
+    assert counter.get_total_flops() == lesson10.step_flops(width=48, batch=40, classes=10)
+    assert lesson10.step_flops() == 688_201_400_320
+
+
+class _Ops(TorchDispatchMode):
+    """The operations that run inside, by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_step_launches_the_kernels_the_expectation_counts():
+    """Every operation of the step but views (t, view, detach) launches a kernel; on CUDA,
+    nll_loss's backward also zeroes its output first: STEP_KERNELS is one more."""
+    step = _profiled_step(16, 8)
+    step()                                       # the first step makes the gradients
+    ops = _Ops()
+    with ops:
+        step()
+    computing = [n for n in ops.names if n not in ('t', 'view', 'detach')]
+    assert len(computing) + 1 == lesson10.STEP_KERNELS, sorted(computing)
+    assert computing.count('mm') + computing.count('addmm') == 8
+
+
+def test_the_rooflines_follow_the_datasheets():
+    h200, t4 = gpu_models.DATASHEET['H200'], gpu_models.DATASHEET['T4']
+    assert lesson10.half_dtype(h200) == 'bfloat16' and lesson10.half_dtype(t4) == 'float16'
+    for gpu in (h200, t4):
+        ridge = lesson10.ridge(gpu)
+        assert ridge.low < gpu.flops(lesson10.half_dtype(gpu)) / gpu.memory_bytes_per_s < ridge.high
+        assert 0 < lesson10.mfu_estimate(gpu).low < lesson10.mfu_estimate(gpu).value < lesson10.mfu_estimate(gpu).high <= 1.1

@@ -200,3 +200,74 @@ def test_one_rounding_in_float64_is_what_a_fused_multiply_add_gives():
 
 def test_the_gpu_only_cells_are_marked_and_ask_for_cuda():
     assert cuda_cells(LESSON) == GPU_CELLS
+
+
+# ---- the GPU-only cells' expectations (d2l_utils/expectations/lesson11.py) -----------------------
+
+def _expected(cell_id, gpu):
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for
+    return {i["name"]: i for i in expected_for(cell_id, gpu_models.DATASHEET[gpu]).items}
+
+
+def _markdown(cell_id):
+    from conftest import cells, source
+    return " ".join(source(next(c for c in cells(LESSON) if c["id"] == cell_id)).split())
+
+
+@pytest.mark.parametrize("gpu", ["H200", "T4"])
+def test_the_gpu_cells_asserts_hold_at_the_expected_values(gpu):
+    """Each timing assert of a GPU cell, at the model's value: a first GPU run should pass."""
+    assert _expected("11-copy-compute-overlap", gpu)["overlapped_share"]["value"] < 0.8
+    assert _expected("11-prefetcher", gpu)["prefetcher_share"]["value"] < 0.85
+    assert _expected("11-cuda-graph-replay", gpu)["speedup"]["value"] > 1 / 0.7
+    assert _expected("11-reduce-overhead", gpu)["speedup"]["value"] > 1 / 0.7
+    assert _expected("11-graphed-callables", gpu)["speedup"]["value"] > 1 / 0.8
+
+
+def test_the_overlap_follows_the_lessons_schedule():
+    """The prefetcher's expectation is pipeline_schedule's: a bit over half of the plain loop,
+    never under the busier row (16 copies)."""
+    for gpu in ("H200", "T4"):
+        e = _expected("11-prefetcher", gpu)
+        assert 0.5 < e["prefetcher_share"]["value"] < 0.6
+        assert e["prefetcher_ms"]["value"] >= 16 * e["copy_ms"]["value"]
+        assert e["copy_ms"]["low"] < e["copy_ms"]["value"] < e["copy_ms"]["high"]
+
+
+def test_the_prose_quotes_the_models_numbers():
+    """The notes before the GPU cells quote the expectations' values (rounded), not typed guesses."""
+    h200, t4 = _expected("11-copy-compute-overlap", "H200"), _expected("11-copy-compute-overlap", "T4")
+    text = _markdown("cd8f8dc-11overlapandlaunchov")
+    assert f"about {h200['copy_ms']['value']:.1f} ms" in text and f"{h200['product_ms']['value']:.2f} ms" in text
+    assert f"{h200['overlapped_share']['value']:.0%} of serial" in text
+    assert f"{t4['copy_ms']['value']:.0f} ms copy" in text
+    pre = {gpu: _expected("11-prefetcher", gpu) for gpu in ("H200", "T4")}
+    text = _markdown("c2acb71-11overlapandlaunchov")
+    assert f"{pre['H200']['copy_ms']['value']:.2f} ms" in text and f"{pre['T4']['copy_ms']['value']:.1f} ms" in text
+    assert all(f"{pre[g]['prefetcher_share']['value']:.0%}" in text for g in pre)
+    graph = _expected("11-cuda-graph-replay", "H200")
+    text = _markdown("c345f1d-11overlapandlaunchov")
+    assert f"about {graph['eager_us']['value']:.0f} µs" in text and f"{graph['replay_us']['value']:.0f} µs" in text
+    reduced = _expected("11-reduce-overhead", "H200")
+    assert f"about {round(reduced['reduced_us']['value'], -1):.0f} µs" in _markdown("c059-11overlapandlaunchov")
+    step = _expected("11-graphed-callables", "H200")
+    text = _markdown("ceb1138-11overlapandlaunchov")
+    assert all(f"about {round(step[k]['value'], -1):.0f} µs" in text for k in ("eager_us", "graphed_us"))
+
+
+def test_the_sync_in_capture_script_calls_item_inside_the_capture():
+    """The child process's script (run by 11-cuda-graph-replay on a GPU) parses, syncs inside
+    torch.cuda.graph, and prints the first line of each error; the expectation quotes CUDA's texts."""
+    import ast
+    from conftest import cells, source
+    cell = next(c for c in cells(LESSON) if c["id"] == "cb7e2a4-11overlapandlaunchov")
+    namespace = {}
+    exec(source(cell), namespace)                         # only defines the script's text
+    script = namespace["SYNC_IN_CAPTURE"]
+    ast.parse(script)
+    capture = script[script.index("torch.cuda.graph("):]
+    assert ".item()" in capture and "e.__context__" in script
+    texts = _expected("11-cuda-graph-replay", "H200")["sync_in_capture"]["value"]
+    assert texts == ["operation not permitted when stream is capturing",
+                     "operation failed due to a previous error during capture"]

@@ -79,3 +79,19 @@ def test_ring_allreduce_bytes_names_the_bad_argument():
         d2l.ring_allreduce_bytes(1024, 0)
     with pytest.raises(TypeError, match='nbytes must be an int'):
         d2l.ring_allreduce_bytes(1024.0, 2)
+
+
+def test_the_nccl_expectation_is_the_ring_model_over_the_link():
+    """12-nccl-allreduce's expectation: two H200s on NVLink (half the datasheet's 900 GB/s each
+    way), two T4s on PCIe 3.0 x16; the bus bandwidth below the link, and the prose quotes it."""
+    import pathlib
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for
+    bus = {g: {i["name"]: i for i in expected_for("12-nccl-allreduce", gpu_models.DATASHEET[g]).items}["bus_gb_s"]
+           for g in ("H200", "T4")}
+    assert bus["H200"]["high"] < 450 and bus["T4"]["high"] < gpu_models.pcie_bytes_per_s(3) / 1e9
+    assert bus["H200"]["low"] > 10 * bus["T4"]["high"]
+    notebook = pathlib.Path(__file__).parent.parent / "notebooks" / "12_collectives_and_sharding.ipynb"
+    cell = next(c for c in json.loads(notebook.read_text())["cells"] if c["id"] == "ca7001b-12collectivesandshar")
+    prose = " ".join("".join(cell["source"]).split())
+    assert f"about {round(bus['H200']['value'], -1):.0f} GB/s" in prose and f"about {bus['T4']['value']:.0f} GB/s" in prose

@@ -4,6 +4,9 @@ Its structure is checked statically: the versions of the job in the order the le
 them, on the CPU and on a GPU; the checklist and every "lesson N, § ..." pointing at a heading
 that lesson has; one launch of processes; the GPU-only cells; the earlier lessons' helpers it uses.
 One behaviour is run: the data path, fixed, gives the batches of the data path as written.
+The GPU-only cells' expectations (d2l_utils/expectations/lesson13.py) count a step of the job by
+hand: checked here against the operations and FLOPs PyTorch records for the lesson's model, and
+against the job, the versions and the loops the notebook defines.
 """
 import ast
 import contextlib
@@ -156,3 +159,109 @@ def test_the_fixed_data_path_gives_the_same_batches(tmp_path, monkeypatch):
         assert torch.equal(xs, xf) and torch.equal(ys, yf)
         assert xs.shape == (16, 32) and torch.equal(xs[:, 1:], ys[:, :-1])   # y is x moved by one
     assert ns["Lines"]("corpus.txt")[3][0].tolist() == ns["encode_lines"]("corpus.txt")[3, :-1].tolist()
+
+
+# ---- the expectations of the GPU-only cells (d2l_utils/expectations/lesson13.py) ----
+VIEWS = {"view", "_unsafe_view", "transpose", "t", "detach", "expand", "permute", "unbind", "alias",
+         "lift_fresh", "_local_scalar_dense"}
+
+
+def _data_alphabet():
+    """The lesson's ALPHABET, read from its cell."""
+    return ast.literal_eval(re.search(r"ALPHABET = ('[^']*')", one_cell("ALPHABET = ")).group(1))
+
+
+def _gpt():
+    """The lesson's gpt.py, from its two %%writefile cells, as a namespace."""
+    text = "".join(s.split("\n", 1)[1] for s in code() if s.startswith(("%%writefile gpt.py", "%%writefile -a gpt.py")))
+    namespace = {}
+    exec(compile(text, "gpt.py", "exec"), namespace)
+    return namespace
+
+
+def _recorded_step(sizes):
+    """The kernels of a forward and backward pass of the lesson's GPT (on the CPU, at small sizes): (name,
+    bytes of every tensor read or written) per operation that is not a view, and FlopCounterMode's count."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ not in VIEWS:
+                leaves = torch.utils._pytree.tree_leaves((args, kwargs, out))
+                tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+                self.ops.append((func.overloadpacket.__name__, sum(t.numel() * t.element_size() for t in tensors)))
+            return out
+
+    s = sizes
+    model = _gpt()["GPT"](s["vocab"], s["d"], s["depth"], s["heads"], s["seq"])
+    x = torch.zeros(s["batch"], s["seq"], dtype=torch.long)
+    mask, positions = torch.ones(s["seq"], s["seq"], dtype=torch.bool).triu(1), torch.arange(s["seq"])
+    step = lambda: torch.nn.functional.cross_entropy(model(x, mask, positions).flatten(0, 1), x.flatten()).backward()
+    record = Record()
+    with record:
+        step()
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return record.ops, counter.get_total_flops(), sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("sizes", [dict(vocab=17, d=64, depth=2, heads=4, seq=32, batch=8),
+                                   dict(vocab=17, d=32, depth=1, heads=2, seq=16, batch=4)])
+def test_the_expectations_count_of_a_step_is_the_step_pytorch_runs(sizes):
+    """lesson13.step_kernels counts the float32 kernels of a step by hand: the same operations in the
+    same order, each reading and writing the same bytes, the same FLOPs, the same parameters."""
+    from d2l_utils.expectations import lesson13
+    ops, flops, params = _recorded_step(sizes)
+    mine = [k for k in lesson13.step_kernels(**sizes) if k.only is None]
+    assert [(k.name, lesson13.kernel_bytes(k)) for k in mine] == ops
+    assert sum(k.flops for k in mine) == flops and lesson13.parameters(sizes) == params
+
+
+def test_the_expectations_model_the_lessons_gpu_job_and_versions():
+    from d2l_utils.expectations import lesson13
+    cell = one_cell("GPU_VERSIONS = {")
+    job = re.search(r"gpu_job = Job\('gpu_corpus.txt', (.*?)\)\n", cell).group(1)
+    sizes = {k: float(v) if "." in v or "e" in v else int(v) for k, v in re.findall(r"(\w+)=([\w.\-]+)", job)}
+    assert {k: sizes[k] for k in ("d", "depth", "heads", "seq", "batch")} == {
+        k: lesson13.JOB[k] for k in ("d", "depth", "heads", "seq", "batch")}
+    assert f"make_corpus(gpu_job.path, {lesson13.CORPUS_LINES}, gpu_job.seq + 1)" in one_cell("def waits(fixes, steps)")
+    assert lesson13.JOB["vocab"] == len(_data_alphabet())
+    versions = ast.literal_eval(next(n.value for n in ast.walk(ast.parse(cell)) if isinstance(n, ast.Assign)
+                                     and getattr(n.targets[0], "id", None) == "GPU_VERSIONS"))
+    assert list(lesson13.VERSIONS) == list(versions)
+    implied = {"float32": set(), "tf32": {"tf32"}, "16-bit": {"autocast"}, "compiled": {"autocast", "compile"}}
+    for name, (fixes, precision) in lesson13.VERSIONS.items():
+        assert set(fixes) | implied[precision] == (versions[name][0] or set()), name
+
+
+def test_the_waits_the_expectation_counts_are_the_loops():
+    """13-gpu-evidence expects 6 waits a step without the fixes and the loop as written 5: the switchable
+    loop writes each loss into a CUDA tensor, which copies it from the host; the loop as written appends it
+    to a list."""
+    from d2l_utils.expectations import lesson13
+    written, switchable = one_cell("def train_as_written("), one_cell("def train(job")
+    assert written.count(".to(device)") == 4 and "losses.append(loss.item())" in written
+    assert "torch.zeros(job.steps, device=device)" in switchable
+    assert "losses[step] = loss.detach() if 'waits' in fixes else loss.item()" in switchable
+    assert one_cell("def batches(").count(".to(device)") == 2 and switchable.count(".to(device)") == 2
+    assert lesson13.waits_per_step("as written") == 5 and lesson13.waits_per_step("+ data encoded once") == 6
+    assert lesson13.waits_per_step("+ no host waits") == 0
+
+
+def test_the_teachers_page_quotes_the_models_numbers():
+    """teaching/13_*.md quotes the expected numbers for a teacher without a GPU: they are the model's."""
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for
+    page = " ".join((ROOT / "teaching" / "13_make_a_training_job_fast.md").read_text(encoding="utf-8").split())
+    h200, t4 = ({i["name"]: i for i in expected_for(cell, gpu).items} for cell in ["13-gpu-versions"]
+                for gpu in gpu_models.reference_gpus())
+    assert f"{h200['as_written_ms']['value']:.0f} and {t4['as_written_ms']['value']:.0f} as written" in page
+    assert f"{h200['autocast_ms']['value']:.1f} and {t4['autocast_ms']['value']:.0f} with 16-bit autocast" in page
+    h200, t4 = (expected_for("13-gpu-picture", gpu).items[0] for gpu in gpu_models.reference_gpus())
+    assert f"{h200['value']:.0f}x on an H200" in page and f"{t4['value']:.1f}x on a T4" in page

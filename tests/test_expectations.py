@@ -108,10 +108,15 @@ def _a_number_item():
     pytest.fail("no GPU-only cell expects a number")
 
 
+def as_expected(cell_id):
+    """What a GPU run that meets every expectation of ``cell_id`` on the H200 would measure."""
+    return {i["name"]: (i["value"] if i["kind"] == "number" else " ".join(i["value"]))
+            for i in expected_for(cell_id, gpu_models.DATASHEET["H200"]).items}
+
+
 def test_check_expected_judges_a_number_and_writes_what_the_recorder_stores(on_an_h200, capsys):
     cell_id, item = _a_number_item()
-    others = {i["name"]: (i["value"] if i["kind"] == "number" else " ".join(i["value"]))
-              for i in expected_for(cell_id, gpu_models.DATASHEET["H200"]).items}
+    others = as_expected(cell_id)
     assert check_expected(cell_id, **others) == []
     assert check_expected(cell_id, **{**others, item["name"]: item["high"] * 2 + 1}) == [item["name"]]
     out = capsys.readouterr().out
@@ -133,11 +138,11 @@ def test_a_recording_that_misses_an_expectation_fails_the_check(on_an_h200):
     """A fake GPU run that misses one expectation: expectation_misses names it (and the committed
     recording is held to the same test below)."""
     cell_id, item = _a_number_item()
-    check_expected(cell_id, **{item["name"]: item["high"] * 2 + 1})
+    check_expected(cell_id, **{**as_expected(cell_id), item["name"]: item["high"] * 2 + 1})
     rec = json.loads(FIXTURE.read_text())
     rec["cells"]["99-one-gpu"]["checks"] = [json.loads(l) for l in on_an_h200.read_text().splitlines()]
     misses = expectation_misses(rec)
-    assert misses and misses[0].startswith(f"cell 99-one-gpu, {item['name']}")
+    assert len(misses) == 1 and misses[0].startswith(f"cell 99-one-gpu, {item['name']}")
     assert "on the H200" in misses[0]
 
 

@@ -19,7 +19,7 @@ from d2l_utils.recordings import gpu_cells
 TEACHING = ROOT / "teaching"
 INDEX = TEACHING / "README.md"
 PAGES = [TEACHING / f"{nb.stem}.md" for nb in NOTEBOOKS]
-SECTIONS = ["## 45 minutes", "## 90 minutes", "## Run live", "## From a recording", "## Questions",
+SECTIONS = ["## 45 minutes", "## 90 minutes", "## Run live", "## Without a GPU: what to expect", "## Questions",
             "## Common mistakes", "## Skip when short of time", "## As a slideshow"]
 PLANS = {"## 45 minutes": 45, "## 90 minutes": 90}
 LESSON_NUMBERS = "|".join(nb.name[:2] for nb in NOTEBOOKS)
@@ -121,13 +121,13 @@ def test_exactly_three_questions_each_with_an_answer(notebook, page):
 
 @pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
 def test_every_gpu_only_cell_is_listed_with_its_gpus(notebook, page):
-    rows = table_rows(section(page.read_text(encoding="utf-8"), "## From a recording"))
+    rows = table_rows(section(page.read_text(encoding="utf-8"), "## Without a GPU: what to expect"))
     listed = {r[0].strip("`"): r[1] for r in rows if len(r) >= 3}
     expected = {cell_id: str(gpus) for cell_id, gpus in GPU_CELLS[notebook.name].items()}
     assert listed == expected, (
-        f"{page.name}: the table under 'From a recording' must list exactly this lesson's "
+        f"{page.name}: the table under 'Without a GPU: what to expect' must list exactly this lesson's "
         f"GPU-only cells as | `id` | GPUs | what it shows |; listed {listed}, the lesson has {expected}")
-    text = " ".join(section(page.read_text(encoding="utf-8"), "## From a recording"))
+    text = " ".join(section(page.read_text(encoding="utf-8"), "## Without a GPU: what to expect"))
     for cell_id, gpus in GPU_CELLS[notebook.name].items():
         if gpus >= 2:   # the recording machine has one GPU: say what to do instead
             assert text.count(cell_id) >= 2 and "multi-GPU server" in text, (

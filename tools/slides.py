@@ -431,7 +431,7 @@ def slide_types(nb):
             types[cid], used = "fragment", used + heights[cid]   # a short subsection: same slide
         elif role in ("slide", "subslide"):
             used = heights[cid] if i else math.inf    # the title slide holds the title alone
-        elif role == "code" and previous == "lead":
+        elif role == "code" and previous == "lead" and types.get(cells[i - 1]["id"]) != "notes":
             types[cid] = "-"                          # with its lead-in, which made room for it
         elif role in ("lead", "code"):
             block = heights[cid]

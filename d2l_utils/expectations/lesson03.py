@@ -1,0 +1,122 @@
+"""Lesson 3 (copies between devices): what its five GPU-only cells are expected to show.
+
+Every copy number comes from the model the lesson teaches, a fixed latency plus the bytes
+over the link's bandwidth, on each reference GPU's PCIe link (``gpu_models.copy_seconds``
+and ``copy_bytes_per_s``: PCIe 5.0 x16 for the H200, 3.0 x16 for the T4). The behaviours
+(a call that returns before its copy, a wait that makes a read safe, a cached pinned block)
+come from the PyTorch source files named with them. ``draw_copy_curves`` draws the model's
+copy curves, which the fallback of ``03-pinned-copies`` shows.
+"""
+from .. import gpu_models
+from ..gpu_models import Estimate, assumption, total
+from . import expectation
+
+MiB = 2**20
+LARGEST = 64 * MiB               # the largest copy to or from a GPU that the lesson times
+
+
+def link_text(gpu):
+    """'PCIe 5.0 x16 (63.0 GB/s each way)' for ``gpu``."""
+    return f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} ({gpu_models.pcie_bytes_per_s(*gpu.pcie) / 1e9:.1f} GB/s each way)'
+
+
+def copy_rate(nbytes, gpu, pinned):
+    """``gpu_models.copy_bytes_per_s`` in GB/s, its reason said in a few words."""
+    rate = gpu_models.copy_bytes_per_s(nbytes, gpu, pinned)
+    _, low, high, _ = gpu_models.ASSUMPTIONS['pinned_share' if pinned else 'pageable_share']
+    _, lat_low, lat_high, _ = gpu_models.ASSUMPTIONS['copy_latency_s']
+    why = f'{link_text(gpu)} at {low:.0%}-{high:.0%} of it'
+    if nbytes < 2**20:                      # where the latency counts
+        why += f', plus {lat_low * 1e6:.0f}-{lat_high * 1e6:.0f} µs of latency'
+    return Estimate(rate.value, rate.low, rate.high, rate.unit, why)
+
+
+@expectation('03-pcie-share', how='model')
+def _pcie_share(e, gpu):
+    e.note('The largest pageable copy (64 MiB) stays below the PCIe link each way, and below what a '
+           'pinned copy reaches: the driver first stages pageable memory on the host.')
+    for name, way in (('to_gpu_gb_s', 'host -> GPU'), ('from_gpu_gb_s', 'GPU -> host')):
+        e.number(name, f'{way}, 64 MiB, pageable', copy_rate(LARGEST, gpu, pinned=False))
+
+
+def draw_copy_curves(ax, gpus=None, sizes=None):
+    """Draw the copy model's bandwidth against size on ``ax``: pinned (a line and its range) and
+    pageable (dashed) for each of ``gpus`` (the reference GPUs), with each link's ceiling."""
+    gpus = gpu_models.reference_gpus() if gpus is None else gpus
+    sizes = [2**k for k in range(10, 29)] if sizes is None else sizes
+    for gpu, color in zip(gpus, ('tab:blue', 'tab:green', 'tab:brown')):
+        pinned = [gpu_models.copy_bytes_per_s(n, gpu, pinned=True) for n in sizes]
+        pageable = [gpu_models.copy_bytes_per_s(n, gpu, pinned=False).value for n in sizes]
+        ax.fill_between(sizes, [p.low for p in pinned], [p.high for p in pinned], color=color, alpha=0.15, lw=0)
+        ax.loglog(sizes, [p.value for p in pinned], color=color, label=f'{gpu.key} pinned (band: its range)')
+        ax.loglog(sizes, pageable, '--', color=color, label=f'{gpu.key} pageable')
+        link = gpu_models.pcie_bytes_per_s(*gpu.pcie) / 1e9
+        ax.axhline(link, color=color, lw=0.8, ls=':')
+        ax.annotate(f'{gpu.key}: PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]}', (sizes[0], link * 1.15), color=color)
+    ax.set(xlabel='copy size (bytes)', ylabel='bandwidth (GB/s)', ylim=(None, 250))
+
+
+@expectation('03-pinned-copies', how='model')
+def _pinned_copies(e, gpu):
+    e.note('Pinned copies run close to the link; pageable ones reach less, and vary more '
+           '(the driver first copies them, piece by piece, into its own pinned buffer).')
+    e.note('Small copies are mostly latency (tens of microseconds at most), whatever the memory.')
+    for way, to_gpu in (('to', True), ('from', False)):
+        arrow = 'host -> GPU' if to_gpu else 'GPU -> host'
+        for pinned in (False, True):
+            kind = 'pinned' if pinned else 'pageable'
+            e.number(f'{kind}_{way}_gpu_gb_s', f'{arrow}, 64 MiB, {kind}', copy_rate(LARGEST, gpu, pinned))
+    e.number('pinned_to_gpu_64k_gb_s', 'host -> GPU, 64 KiB, pinned', copy_rate(64 * 1024, gpu, pinned=True))
+
+    def draw(ax):
+        draw_copy_curves(ax)
+        ax.set_title('Copies between host and GPU: latency + size / bandwidth')
+        ax.legend(loc='lower center', bbox_to_anchor=(0.55, 0.0), fontsize='small')
+    e.draw(draw)
+
+
+@expectation('03-non-blocking-returns', how='model')
+def _non_blocking_returns(e, gpu):
+    e.note('From pinned memory, to(gpu, non_blocking=True) only queues the copy: the call returns '
+           'in microseconds, the copy takes its size over the link.')
+    launch, latency = assumption('launch_s', 's'), assumption('copy_latency_s', 's')
+    returned = total(launch, latency, unit='µs', why='one PyTorch op on the host (launch_s) plus queueing '
+                     "the copy (copy_latency_s), from gpu_models' ASSUMPTIONS")
+    copy = gpu_models.copy_seconds(LARGEST, gpu, pinned=True)
+    done = total(launch, latency, copy, Estimate(0, 0, launch.high), unit='ms',
+                 why=f'the call, then 64 MiB at {copy_rate(LARGEST, gpu, True).why}, then the wait (one launch at most)')
+    e.number('returned_us', 'the call returned after', returned)
+    e.number('done_ms', 'the copy finished after', done)
+    e.text('returned_early', 'returned before half the copy was done', 'True',
+           why=f'at most {returned.high:.0f} µs against at least {done.low:.2f} ms; the call returns once the copy '
+               'is queued (cudaMemcpyAsync in copy_kernel_cuda, aten/src/ATen/native/cuda/Copy.cu)')
+
+
+@expectation('03-pinning-cost', how='model')
+def _pinning_cost(e, gpu):
+    e.note('pin_memory() is a host copy; the first pin of a size also allocates and page-locks the memory, '
+           'so pinning a tensor to copy it once costs more than the pageable copy it replaces.')
+    for kind, pinned in (('pageable', False), ('pinned', True)):
+        copy = gpu_models.copy_seconds(32 * MiB, gpu, pinned=pinned).scaled(1e3, 'ms')
+        e.number(f'{kind}_ms', f'one 32 MiB copy to the GPU from {kind} memory',
+                 Estimate(copy.value, copy.low, copy.high, 'ms', copy_rate(32 * MiB, gpu, pinned).why))
+    e.text('first_pin_slower', 'the first pin slower than pinning again', 'True', how='source',
+           why="a freed pinned block is cached by its size rounded up to a power of two and handed back "
+               "(PyTorch's caching host allocator, aten/src/ATen/core/CachingHostAllocator.h), so a second "
+               'pin of 32 MiB only copies')
+    e.text('pin_once_costs_more', 'first pin + pinned copy slower than one pageable copy', 'True',
+           why="the first pin allocates and page-locks 32 MiB and copies it on the host, then the link carries it; "
+               'the pageable copy stages the same bytes on the host while the link already works')
+
+
+@expectation('03-read-after-wait', how='model')
+def _read_after_wait(e, gpu):
+    e.note('The host queues the copy behind the products and reads at once: the copy has not run yet, '
+           'so the early read holds the zeros; after waiting on the event it holds the result.')
+    products = gpu_models.matmul_seconds(2048, 2048, 2048, gpu).scaled(50 * 1e3, 'ms')
+    e.text('early_read_complete', 'the early read already holds the data', 'False',
+           why=f'50 products of 2048 x 2048 keep the {gpu.key} busy at least {products.low:.0f} ms '
+               f'(gpu_models.matmul_seconds, float32); the host queues them and the copy in a few ms')
+    e.text('after_waiting', 'after event.synchronize(), the data is there', 'True', how='source',
+           why='Event.synchronize (torch/cuda/streams.py) waits for the event recorded after the copy '
+               '(cudaEventSynchronize in aten/src/ATen/cuda/CUDAEvent.h), and the stream runs in order')

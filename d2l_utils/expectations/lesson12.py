@@ -1,0 +1,50 @@
+"""Lesson 12's GPU-only cell: what NCCL all-reduces are expected to show on two GPUs.
+
+``12-nccl-allreduce`` needs two GPUs, which neither Colab nor the course's recording machine
+(one H200) has. Its expectation is the lesson's own ring model: an all-reduce of ``b`` bytes
+costs a latency plus ``ring_allreduce_bytes(b, n)`` over the bandwidth of one GPU's link in one
+direction, and ``bus_bandwidth`` turns the time back into that link's rate. The link is NVLink
+for a pair of H200s (the datasheet's 900 GB/s is both directions together) and PCIe for a pair
+of T4s, which have no NVLink. What NCCL reaches of a link, and its latency, come with their
+ranges from ``gpu_models.ASSUMPTIONS`` (``nccl_nvlink_share``, ``nccl_latency_nvlink_s``, and
+the same for PCIe); each range is the model at the corners of those (``gpu_models.spread``).
+"""
+from .. import gpu_models
+from ..gpu_models import ASSUMPTIONS, spread
+from . import expectation
+
+HOST_LAUNCHES = 4   # the script's timed call: ProcessGroupNCCL's bookkeeping and launch, then the synchronize
+BIG = 256 * 2**20   # the largest tensor the cell times
+
+
+def _link(gpu):
+    """('nvlink' or 'pcie', bytes/s one way) of the link two ``gpu``s all-reduce over."""
+    if gpu.nvlink_bytes_per_s:
+        return 'nvlink', gpu.nvlink_bytes_per_s / 2
+    return 'pcie', gpu_models.pcie_bytes_per_s(*gpu.pcie)
+
+
+def _allreduce_seconds(nbytes, link, latency, share):
+    """The lesson's ring model for two GPUs: a latency, then the ring's bytes at ``share`` of ``link``."""
+    from ..lessons import ring_allreduce_bytes
+    return latency + ring_allreduce_bytes(nbytes, 2) / (share * link)
+
+
+@expectation('12-nccl-allreduce', how='model')
+def _(e, gpu):
+    from ..lessons import bus_bandwidth
+    kind, link = _link(gpu)
+    share, nccl, launch = (ASSUMPTIONS[f'nccl_{kind}_share'], ASSUMPTIONS[f'nccl_latency_{kind}_s'],
+                           ASSUMPTIONS['launch_s'])
+    latency = lambda n, each: n + HOST_LAUNCHES * each                  # NCCL's, and the host's launches
+    bus = lambda n, each, s: bus_bandwidth(BIG, _allreduce_seconds(BIG, link, latency(n, each), s), 2) / 1e9
+    where = 'NVLink' if kind == 'nvlink' else f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} (no NVLink)'
+    e.note("It needs two GPUs (Colab and the course's GPU machine have one). Expected of two, by "
+           'the ring model:')
+    e.number('latency_us', 'fitted latency (a tiny all-reduce, timed from the host)', spread(
+        lambda n, each: 1e6 * latency(n, each), (nccl, launch), 'µs',
+        f"NCCL's {1e6 * nccl[1]:.0f}-{1e6 * nccl[2]:.0f} µs + {HOST_LAUNCHES} launches of host time "
+        f'({1e6 * launch[1]:.0f}-{1e6 * launch[2]:.0f} µs each)'))
+    e.number('bus_gb_s', 'bus bandwidth of the 256 MiB all-reduce', spread(
+        bus, (nccl, launch, share), 'GB/s',
+        f'{where}: {share[1]:.0%}-{share[2]:.0%} of {link / 1e9:.3g} GB/s each way'))
