@@ -6,6 +6,7 @@ whether a GPU is there (on a CUDA build that starts the CUDA driver), and none o
 modules that make such a call when imported (torch.utils.benchmark, and through it
 torch.utils.cpp_extension, which on a CUDA build without a GPU also logs on stderr).
 """
+import json
 import subprocess
 import sys
 import zipfile
@@ -13,13 +14,13 @@ import zipfile
 from conftest import ROOT, slow
 
 SPY = '''
-import sys, torch
+import json, sys, torch
 calls = []
 def spy(owner, name):
     real = getattr(owner, name, None)
     if real is not None:
         def wrapper(*args, **kwargs):
-            calls.append(name)
+            calls.append(f'{owner.__name__}.{name}')
             return real(*args, **kwargs)
         setattr(owner, name, wrapper)
 for name in ('is_available', 'device_count', 'init', 'current_device'):
@@ -29,23 +30,35 @@ for name in ('is_available', 'device_count', 'current_accelerator'):
 spy(torch._C, '_cuda_getDeviceCount')
 import d2l_utils
 loaded = [m for m in ('torch.utils.benchmark', 'torch.utils.cpp_extension') if m in sys.modules]
-print('calls', calls, 'modules', loaded)
+print(json.dumps({'calls': calls, 'modules': loaded}))
 '''
 
 
-def test_importing_the_helpers_starts_nothing_and_prints_nothing():
-    done = subprocess.run([sys.executable, "-c", SPY], capture_output=True, text=True, timeout=120,
+def spied(after_import=""):
+    """What the spy saw: the GPU-asking calls and the modules, after ``import d2l_utils``
+    and then ``after_import``."""
+    code = SPY.replace("import d2l_utils\n", f"import d2l_utils\n{after_import}\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           cwd=ROOT / "notebooks")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "calls [] modules []\n", done.stdout
+    return json.loads(done.stdout.splitlines()[-1]), done
+
+
+def test_importing_the_helpers_starts_nothing_and_prints_nothing():
+    seen, done = spied()
+    assert seen == {"calls": [], "modules": []} and done.stdout.count("\n") == 1, done.stdout
     assert done.stderr == "", done.stderr
 
 
 def test_the_spy_sees_a_call_that_asks_for_gpus():
-    """The check above can fail: the same spy notices time_op's import of torch.utils.benchmark."""
-    code = SPY.replace("import d2l_utils\n", "import d2l_utils\nd2l_utils.time_op(lambda: None, min_run_time=0.001)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "'torch.utils.benchmark'" in done.stdout, done.stdout + done.stderr
+    """The check above can fail on either half. A helper's call that asks whether an
+    accelerator is there (checks.devices, as time_op and try_gpu make) is seen as a call,
+    without the module; the import of torch.utils.benchmark is seen as a module (on a CUDA
+    build its import asks for GPUs too, which is why the package must not import it)."""
+    seen, _ = spied("d2l_utils.checks.devices('cpu')")
+    assert "torch.accelerator.is_available" in seen["calls"] and seen["modules"] == [], seen
+    seen, _ = spied("import torch.utils.benchmark")
+    assert "torch.utils.benchmark" in seen["modules"], seen
 
 
 @slow("builds the wheel: about 5 s")

@@ -70,12 +70,16 @@ def _bare_uuid(value):
 def nvml_handle(nvml, props):
     """Find the NVML device of the CUDA device with properties ``props``: return (handle, matched_by).
 
-    An index does not do: NVML numbers GPUs in PCI bus order, CUDA fastest first unless
-    CUDA_DEVICE_ORDER=PCI_BUS_ID, and CUDA_VISIBLE_DEVICES renumbers CUDA's devices only.
-    A UUID names the same GPU in both (``props.uuid``, PyTorch >= 2.4; a MIG instance's
-    UUID leads to its GPU), and so does the PCI address (``props.pci_domain_id``,
-    ``pci_bus_id``, ``pci_device_id`` where this PyTorch has them). ``nvml`` is the
-    ``pynvml`` module, initialised. Raises LookupError when no NVML device matches.
+    An index does not do: NVML numbers GPUs in an order it does not promise (its API
+    reference: no consistency between reboots, and an index that need not match CUDA's;
+    look devices up by PCI id or UUID; nvidia-smi shows PCI bus order in practice), CUDA
+    numbers them fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and
+    CUDA_VISIBLE_DEVICES renumbers CUDA's devices only. So NVML's devices are searched,
+    never indexed by CUDA's number. A UUID names the same GPU in both (``props.uuid``,
+    PyTorch >= 2.4; a MIG instance's UUID leads to its GPU), and so does the PCI address
+    (``props.pci_domain_id``, ``pci_bus_id``, ``pci_device_id`` where this PyTorch has
+    them). ``nvml`` is the ``pynvml`` module, initialised. Raises LookupError when no NVML
+    device matches.
     """
     uuid = _bare_uuid(getattr(props, "uuid", "") or "")
     pci = tuple(getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device"))
