@@ -1,16 +1,21 @@
 """The teacher's kit (teaching/kit/) and the handouts stay in step with the lessons.
 
 - Handouts (tools/handouts.py): every lesson with a teacher's page gets a page with its
-  title, what you will learn, its Summary, its key figure (when it has a figure), its
-  exercises' titles and its three questions, without answers, and a teacher's copy with
-  the answers on a second page. They are built from the current files each time (the test
+  title, what you will learn, its Summary, its key figure (when it has a figure) and its
+  exercises, and a teacher's copy with its three questions and their answers on a second
+  page (the questions are the quiz's, so the students' page leaves them out). They are built from the current files each time (the test
   changes a copy of a lesson and sees the change), and no built copy is stored. As a slow
   check (CI, COURSE_SLOW=1), Chromium prints each page: one A4 or Letter page for students,
   two for the teacher.
-- The workshop (teaching/kit/workshop.md): every lesson has its slot, with the slide count
-  of its deck, the slide numbers of the sections it names, and "Run all" exactly where a
-  cell shown on the slides needs a cell that is not; every lab names exercises that
-  exist; the times of each day follow on, with breaks, lunch and slack.
+- The workshop (teaching/kit/workshop.md): every lesson has its slot, and each slot's
+  Slides column (minutes kept, slides to show, to skip, to pause on) is what
+  tools/agenda.py computes from the lesson's 45-minute plan, the agenda's cuts and the deck;
+  "Run all" stands exactly where a cell shown on the slides needs a cell that is not. The
+  times of each day follow on, with breaks, lunch, slack and a change-over in each slot;
+  labs are at least a third of each day's contact time; lab 4 comes before the capstone,
+  which the shorter track keeps; a correction is taught in one lecture. Every lab names
+  exercises that exist, and each lab item says what a CPU laptop shows, quoting what the
+  solution's stored run prints, or names the machine it needs.
 - The quiz (teaching/kit/quiz.md): every lesson with a teacher's page has its three
   questions, worded as on the page, each with exactly one right answer.
 Decks are computed by tools/slides.py from the lessons as they are now, never stored here.
@@ -21,7 +26,8 @@ import re
 import nbformat
 import pytest
 
-import handouts  # tools/ is put on sys.path by conftest.py
+import agenda  # tools/ is put on sys.path by conftest.py
+import handouts
 import slides
 from conftest import NOTEBOOKS, ROOT, cells, slow, source
 from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_tools
@@ -106,7 +112,9 @@ def test_handouts_are_built_from_the_current_lesson(tmp_path):
     (tmp_path / "teaching" / PAGES[notebook].name).write_text(page, encoding="utf-8")
     handouts.build(tmp_path / "out", root=tmp_path)
     text = (tmp_path / "out" / f"{notebook.stem}.html").read_text(encoding="utf-8")
-    assert "A line made up by the test." in text and "Made up: " in text
+    teacher = (tmp_path / "out" / f"{notebook.stem}-teacher.html").read_text(encoding="utf-8")
+    assert "A line made up by the test." in text and "Made up: " in teacher
+    assert "Made up: " not in text, "the questions are the quiz's: the students' page leaves them out"
     stored = [p.relative_to(ROOT) for p in ROOT.glob("teaching/**/*.html")]
     assert not stored, f"built handouts are not kept in the repository: {stored}"
 
@@ -134,6 +142,9 @@ def test_handouts_print_on_one_page_and_the_answers_on_a_second(built):
 
 # --- the workshop -----------------------------------------------------------------------
 
+MAIN_DAYS = ("## Day 1:", "## Day 2:")            # the agenda; other "## Day" tables are tracks
+
+
 @pytest.fixture(scope="module")
 def decks():
     """{notebook: (deck, sections, cells needing Run all)} as tools/slides.py makes them now."""
@@ -143,6 +154,12 @@ def decks():
         types = slides.slide_types(nb)
         found[notebook] = (slides.deck(nb, types), slides.sections(nb, types), slides.needs_run_all(nb, types))
     return found
+
+
+@pytest.fixture(scope="module")
+def lectures():
+    """{lesson: agenda.lesson_slides(...)}: each lecture's plan less its cuts, and its slides."""
+    return agenda.expected(WORKSHOP.read_text(encoding="utf-8"))
 
 
 def _days():
@@ -165,52 +182,186 @@ def _minutes(hhmm):
     return int(h) * 60 + int(m)
 
 
-def test_the_days_follow_on_with_breaks_lunch_and_slack():
+def _span(row):
+    a, b = re.fullmatch(r"(\d\d:\d\d)–(\d\d:\d\d)", row[0]).groups()
+    return _minutes(b) - _minutes(a)
+
+
+def _lesson(row):
+    m = re.match(r"\*\*Lesson (\d+)\*\*", row[1])
+    return int(m[1]) if m else None
+
+
+def _lab(row):
+    m = re.match(r"\*\*Lab (\d)\*\*", row[1])
+    return int(m[1]) if m else None
+
+
+def _share(rows):
+    """(hands-on minutes, contact minutes): labs against everything but breaks and lunch."""
+    contact = sum(_span(r) for r in rows if not r[1].startswith(("Break", "Lunch")))
+    return sum(_span(r) for r in rows if _lab(r)), contact
+
+
+def test_the_days_follow_on_with_breaks_lunch_change_overs_and_slack(lectures):
     days = _days()
-    assert len(days) == 2, f"two days, found {list(days)}"
+    assert len([d for d in days if d.startswith(MAIN_DAYS)]) == 2, f"two days, found {list(days)}"
     for day, rows in days.items():
         spans = [re.fullmatch(r"(\d\d:\d\d)–(\d\d:\d\d)", r[0]) for r in rows]
         assert all(spans), f"{day}: times are written 09:00–09:45"
         for (a, b), (c, _) in zip([s.groups() for s in spans], [s.groups() for s in spans[1:]]):
             assert b == c, f"{day}: {a}–{b} is followed by a session at {c}"
         kinds = [r[1] for r in rows]
-        minutes = {k: _minutes(s[2]) - _minutes(s[1]) for k, s in zip(kinds, spans)}
         assert sum(k.startswith("Break") for k in kinds) >= 2 and "Lunch" in kinds, f"{day}: breaks and lunch"
-        assert sum(m for k, m in minutes.items() if k.startswith("Slack")) >= 15, f"{day}: keep slack"
-        for kind, m in minutes.items():
-            if kind.startswith(("**Lesson", "**Lab")):
-                assert m >= 45, f"{day}: {kind} gets {m} minutes"
+        assert sum(_span(r) for r in rows if r[1].startswith("Slack")) >= 15, f"{day}: keep slack"
+        for row in rows:
+            if (n := _lesson(row)) is not None:
+                kept = lectures[n]["kept_minutes"]
+                assert _span(row) - kept >= agenda.CHANGE_OVER, (
+                    f"{day}: lesson {n} keeps {kept} minutes of its plan in a {_span(row)}-minute slot: "
+                    f"leave {agenda.CHANGE_OVER} for the change-over (cut a row, or lengthen the slot)")
+            if _lab(row):
+                assert _span(row) >= 60, f"{day}: {row[1]} gets {_span(row)} minutes"
+        lectures_in_a_row = [_lesson(a) and _lesson(b) and _lesson(c) for a, b, c in zip(rows, rows[1:], rows[2:])]
+        assert not any(lectures_in_a_row), f"{day}: three lectures in a row, with no lab or break between"
 
 
-def test_every_lesson_has_its_slot_with_the_slides_of_its_deck(decks):
-    rows = {int(m[1]): r for rs in _days().values() for r in rs
-            if (m := re.match(r"\*\*Lesson (\d+)\*\*", r[1]))}
-    assert sorted(rows) == [number(nb) for nb in NOTEBOOKS], (
-        f"workshop.md has slots for lessons {sorted(rows)}, the course has {[number(nb) for nb in NOTEBOOKS]}")
+def test_at_least_a_third_of_each_day_is_hands_on():
+    text = WORKSHOP.read_text(encoding="utf-8")
+    for day, rows in _days().items():
+        hands_on, contact = _share(rows)
+        assert 3 * hands_on >= contact, (
+            f"{day}: {hands_on} of {contact} contact minutes are hands-on, under a third")
+    said = {int(d): (int(h), int(c)) for h, c, d in re.findall(r"(\d+) of (\d+)(?: minutes)? on day (\d)", text)}
+    for day, rows in _days().items():
+        if day.startswith(MAIN_DAYS):
+            n = int(day[len("## Day "):].split(":")[0])
+            assert said.get(n) == _share(rows), f"workshop.md says day {n} is {said.get(n)}, the table {_share(rows)}"
+
+
+def test_lab_4_comes_before_the_capstone_and_every_track_keeps_it():
+    days = _days()
+    assert len(days) >= 3, "a shorter track besides the two days"
+    for day, rows in days.items():
+        order = [(_lesson(r), _lab(r)) for r in rows]
+        if day.startswith("## Day 1"):
+            continue
+        assert (13, None) in order, f"{day}: the capstone, lesson 13, is kept"
+        capstone = order.index((13, None))
+        labs = [i for i, (_, lab) in enumerate(order) if lab]
+        assert labs and max(labs) < capstone, f"{day}: every lab comes before lesson 13"
+    main = [n for d, rows in days.items() if d.startswith(MAIN_DAYS) for r in rows if (n := _lesson(r))]
+    for day, rows in days.items():
+        if not day.startswith(MAIN_DAYS):
+            lessons = [n for r in rows if (n := _lesson(r))]
+            hands_on, contact = _share(rows)
+            main_day = next(v for d, v in days.items() if d.startswith("## Day 2:"))
+            assert len(lessons) < len([r for r in main_day if _lesson(r)]), f"{day}: shorter than day 2"
+            assert hands_on / contact > _share(main_day)[0] / _share(main_day)[1], f"{day}: more practice"
+    assert sorted(main) == sorted(set(main)), "a lesson is taught once over the two days"
+
+
+def test_every_lesson_has_its_slot_with_slides_generated_from_its_plan(decks, lectures):
+    days = _days()
+    rows = {}
+    for day, rs in days.items():
+        for r in rs:
+            if (n := _lesson(r)) is not None:
+                rows.setdefault(n, []).append((day, r))
+    main = sorted(n for n, found in rows.items() if any(d.startswith(MAIN_DAYS) for d, _ in found))
+    assert main == [number(nb) for nb in NOTEBOOKS], (
+        f"workshop.md has slots for lessons {main}, the course has {[number(nb) for nb in NOTEBOOKS]}")
     problems = []
     for notebook in NOTEBOOKS:
-        deck, spans, run_all = decks[notebook]
-        _, session, shown, before = rows[number(notebook)]
+        deck, _, run_all = decks[notebook]
         if not PAGES[notebook].exists():
             continue                   # a lesson still being written: its slot names no slides yet
-        assert f"(../{PAGES[notebook].name})" in session, f"lesson {number(notebook)}: link its page"
-        total = re.match(r"slides 1–(\d+)", shown)
-        if not total or int(total[1]) != len(deck):
-            problems.append(f"lesson {number(notebook)}: the deck has slides 1–{len(deck)}, "
-                            f"workshop.md says {total[0] if total else 'nothing'}")
-        for name, where in re.findall(r'§ "([^"]+)" \(([^)]*)\)', shown):
-            first, last = SPAN.fullmatch(where).groups()
-            said = (int(first), int(last or first))
-            if spans.get(norm(name)) != said:
-                problems.append(f"lesson {number(notebook)}: § \"{name}\" is on slides "
-                                f"{spans.get(norm(name))} of the deck, workshop.md says {said}")
-        wanted = "Run all" if run_all else "as you go"
-        if before != wanted:
-            problems.append(f"lesson {number(notebook)}: before class '{wanted}' ("
-                            + (f"{len(run_all)} shown cells need cells off the slides, e.g. {run_all[0]}"
-                               if run_all else "every shown cell runs in order") + f"), not '{before}'")
-    assert not problems, ("workshop.md is out of step with the decks (python tools/slides.py "
-                          "--sections NOTEBOOK prints them):\n" + "\n".join(problems))
+        info = lectures[number(notebook)]
+        assert info["total"] == len(deck)
+        for day, (_, session, shown, before) in rows[number(notebook)]:
+            assert f"(../{PAGES[notebook].name})" in session, f"lesson {number(notebook)}: link its page"
+            if shown != agenda.slides_column(info):
+                problems.append(f"{day[3:]}, lesson {number(notebook)}: '{shown}', computed "
+                                f"'{agenda.slides_column(info)}'")
+            wanted = "Run all" if run_all else "as you go"
+            if before != wanted:
+                problems.append(f"lesson {number(notebook)}: before class '{wanted}' ("
+                                + (f"{len(run_all)} shown cells need cells off the slides, e.g. {run_all[0]}"
+                                   if run_all else "every shown cell runs in order") + f"), not '{before}'")
+    assert not problems, ("workshop.md is out of step with the plans and decks; run "
+                          "python tools/agenda.py to rewrite its Slides columns:\n" + "\n".join(problems))
+
+
+def test_the_slides_follow_the_plan_not_the_typing(tmp_path):
+    """Cut a row of lesson 1's plan in a copy: its slides move from show to skip."""
+    notebook = next(nb for nb in TAUGHT if number(nb) == 1)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "teaching").mkdir()
+    (tmp_path / "notebooks" / notebook.name).write_bytes(notebook.read_bytes())
+    page = PAGES[notebook].read_text(encoding="utf-8")
+    (tmp_path / "teaching" / PAGES[notebook].name).write_text(page, encoding="utf-8")
+    nb = nbformat.read(notebook, as_version=4)
+    first, last = slides.sections(nb)["Which accelerators are there?"]
+    text = WORKSHOP.read_text(encoding="utf-8")
+    before = agenda.expected(text, root=tmp_path)[1]
+    assert set(range(first, last + 1)) <= before["show"]
+    cut = text.replace('| 1 | § "Correction:', '| 1 | § "Which accelerators are there?"; § "Correction:', 1)
+    after = agenda.expected(cut, root=tmp_path)[1]
+    assert set(range(first, last + 1)) <= after["skip"] and after["kept_minutes"] < before["kept_minutes"]
+    assert agenda.rewrite(cut, root=tmp_path) != agenda.rewrite(text, root=tmp_path)
+    with pytest.raises(ValueError, match="names no row"):
+        agenda.expected(text.replace('| 1 | § "Correction:', '| 1 | § "No such row"; § "Correction:', 1),
+                        root=tmp_path)
+
+
+def test_how_a_plan_row_names_its_sections():
+    order = [(1, "1. T"), (2, "A"), (3, "Correction: a"), (3, "B"), (3, "Correction: b"), (2, "C"), (2, "D")]
+    assert agenda.row_sections('§ "A" and its two corrections', order) == {"A", "Correction: a", "Correction: b"}
+    assert agenda.row_sections('§ "A"', order) == {"A"}
+    assert agenda.row_sections('§ "A" to § "C"', order) == {"A", "Correction: a", "B", "Correction: b", "C"}
+    assert agenda.row_sections("Opening", order) == {"1. T"}
+    assert agenda.row_sections('§ "D"', order, what='then § "B"') == {"D", "B"}
+    with pytest.raises(ValueError, match="does not have"):
+        agenda.row_sections('§ "E"', order)
+    assert agenda.spans({1, 2, 3, 5, 7, 8}) == "1–3, 5, 7–8"
+
+
+def test_each_correction_is_taught_once(lectures):
+    """empty_cache was taught in lessons 1 and 8: a section on it is kept in one lecture only."""
+    taught = {}
+    for n, info in lectures.items():
+        nb = nbformat.read(notebook_of(n), as_version=4)
+        order, _ = agenda._marks(nb)
+        for (minutes, part, what), key in info["rows"]:
+            if key not in agenda.cuts(WORKSHOP.read_text(encoding="utf-8")).get(n, ()):
+                for h in agenda.row_sections(part, order, what):
+                    if "empty_cache()" in h:
+                        taught.setdefault("empty_cache", set()).add(n)
+    assert taught.get("empty_cache") == {8}, f"empty_cache is taught in lessons {taught.get('empty_cache')}"
+
+
+def notebook_of(n):
+    return next(nb for nb in NOTEBOOKS if number(nb) == n)
+
+
+def _lab_items():
+    """{lab: [(lesson, exercise, text of its bullet)]} from § "The labs" of workshop.md."""
+    text = WORKSHOP.read_text(encoding="utf-8").split("## The labs", 1)[1].split("\n## ", 1)[0]
+    labs = {}
+    for block in re.split(r"\n- (?=\*\*Lab)", text)[1:]:
+        lab = int(re.match(r"\*\*Lab (\d)\*\*", block)[1])
+        items = re.split(r"\n  - ", block)[1:]
+        labs[lab] = [(int(m[1]), int(m[2]), norm(item)) for item in items
+                     if (m := re.match(r"lesson (\d+) exercise (\d+)", item))]
+    return labs
+
+
+def _solution_output(lesson, exercise):
+    found = [c for c in cells(notebook_of(lesson)) if c["cell_type"] == "code"
+             and source(c).lstrip().startswith(f"#@title Solution {exercise}")]
+    assert found, f"lesson {lesson} has no worked solution {exercise}"
+    return "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                   for c in found for o in c.get("outputs", []))
 
 
 def test_four_labs_from_exercises_that_exist():
@@ -219,22 +370,80 @@ def test_four_labs_from_exercises_that_exist():
     assert sorted(labs) == [1, 2, 3, 4], f"four labs in the agenda, found {sorted(labs)}"
     count = {number(nb): len(re.findall(r"^\d+\. ", handouts.section_text(cells(nb), "Exercises") or "",
                                         re.M)) for nb in NOTEBOOKS}
+    items = _lab_items()
     for lab, what in labs.items():
-        named = re.findall(r"lesson (\d+) exercises? (\d+)(?: and (\d+))?", what)
+        named = re.findall(r"lesson (\d+) exercises? (\d+)(?: and (\d+))?(?: \(or exercise (\d+)\))?", what)
         assert named, f"Lab {lab} names no exercise ('lesson N exercise E')"
+        agenda_items = set()
         for lesson, *numbers in named:
             for n in filter(None, numbers):
                 assert int(lesson) in count and 1 <= int(n) <= count[int(lesson)], (
                     f"Lab {lab}: lesson {lesson} has no exercise {n}")
+                agenda_items.add((int(lesson), int(n)))
+        assert agenda_items == {(l, e) for l, e, _ in items[lab]}, (
+            f"Lab {lab}: the agenda names {sorted(agenda_items)}, § The labs describes "
+            f"{sorted((l, e) for l, e, _ in items[lab])}")
     assert "(rubric.md)" in text and RUBRIC.exists()
+
+
+def test_every_lab_item_shows_its_effect_on_a_cpu_laptop_or_names_its_machine():
+    from d2l_utils import setup_check
+    checks = [name for name, _ in setup_check.CHECKS]
+    for lab, items in _lab_items().items():
+        for lesson, exercise, text in items:
+            where = f"Lab {lab}, lesson {lesson} exercise {exercise}"
+            out = _solution_output(lesson, exercise)
+            assert "on a cpu laptop" in text.lower(), f"{where}: say what a pair sees on a CPU laptop"
+            needs = re.search(r"It needs ([^.:;]+)", text)
+            if "This cell needs" in out or "EXPECTED on a GPU" in out:
+                assert needs, f"{where}: its solution shows nothing on a CPU (the stored run); name the machine"
+            for quoted in re.findall(r"prints `([^`]+)`", text):
+                assert norm(quoted) in norm(out), f"{where}: the solution's stored run does not print {quoted!r}"
+            if (lesson, exercise) == (11, 2):
+                for word in ("gcc", "clang", "headers", "python3-dev", "xcode-select --install", "libomp"):
+                    assert word in text, f"{where}: torch.compile needs a compiler; name {word!r}"
+                line = re.search(r"The setup check's `([^`]+)` line", text)
+                assert line and line[1] in checks, (
+                    f"{where}: name the setup check's line that tests the compiler; it has {checks}")
+    text = norm(WORKSHOP.read_text(encoding="utf-8"))
+    for lesson, exercise in ((4, 3), (5, 2)):       # shown nothing on a CPU: out of the labs, the reason said
+        assert f"lesson {lesson} exercise {exercise} (" in text and "it needs a CUDA GPU" in text
+
+
+def _numbers(out, pattern):
+    m = re.search(pattern, out)
+    assert m, f"the stored run no longer prints {pattern!r}: update workshop.md's lab text"
+    return [float(g.replace(",", "")) for g in m.groups()]
+
+
+def test_the_labs_timing_claims_match_the_stored_runs():
+    """The lab text says, of timings, what the solutions' stored runs show, in words."""
+    one, stacked = _numbers(_solution_output(3, 3), r"one by one ([\d.]+) ms; stack \+ one copy ([\d.]+) ms")
+    assert one / stacked >= 3, "lesson 3 exercise 3: 'several times slower'"
+    step, _, fixed = _numbers(_solution_output(10, 2),
+                              r"step ([\d.]+) ms, of which .*?([\d.]+) ms after the fix, measured ([\d.]+) ms")
+    assert fixed < step / 10, "lesson 10 exercise 2: 'under a tenth'"
+    three, zero = _numbers(_solution_output(10, 3), r"measured (\d+) ms \(num_workers=0: (\d+) ms")
+    assert 0.25 <= three / zero <= 0.45, "lesson 10 exercise 3: 'about a third with 3 workers'"
+    serial, overlapped = _numbers(_solution_output(11, 1), r"Serial: [\d.]+ ms predicted, ([\d.]+) measured\. "
+                                                           r"Overlapped: [\d.]+ ms predicted, ([\d.]+) measured")
+    assert 0.4 <= overlapped / serial <= 0.7, "lesson 11 exercise 1: 'about half'"
+    cold, cached, measured = _numbers(_solution_output(11, 2), r"break-even: ([\d,]+) calls after a cold compile, "
+                                                               r"([\d,]+) from the cache[\s\S]*break-even ([\d,]+) calls")
+    assert cold >= 10_000 and 100 <= cached < 1000 and 100 <= measured < 1000, (
+        "lesson 11 exercise 2: 'hundreds of calls from the cache, tens of thousands after a cold compile'")
 
 
 def test_kit_links_resolve():
     for page in (WORKSHOP, QUIZ, RUBRIC):
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
-            path = target.partition("#")[0]
+            path, _, anchor = target.partition("#")
             if path and not re.match(r"[a-z]+:", target):
                 assert (page.parent / path).exists(), f"{page.name}: broken link {target}"
+            if not path and anchor:
+                headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)
+                slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+                assert anchor in slugs, f"{page.name}: no heading for #{anchor}"
 
 
 # --- the quiz ---------------------------------------------------------------------------

@@ -74,6 +74,23 @@ def test_no_lesson_css_without_its_lesson():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_summary_slide_is_a_few_short_points_and_no_slide_speaks_to_maintainers(path):
+    """A room reads the Summary slide at a glance (the full summary follows in the notes), and
+    maintainers' instructions (tools, tests, recorders) stay off the slides."""
+    nb = nbformat.read(path, as_version=4)
+    types = slides.slide_types(nb)
+    summary = next(c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Summary"))
+    points = [line for line in summary.source.splitlines() if line[:2] in ("- ", "* ")]
+    assert 4 <= len(points) <= 6 and all(len(p) <= 92 for p in points), (
+        f"{path.name}: the Summary slide has {len(points)} points, the longest "
+        f"{max(map(len, points), default=0)} characters (4-6 points of at most about 90)")
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and types[cell.id] not in ("notes", "skip"):
+            found = re.search(r"tools/|tests/|CONTRIBUTING|record_gpu", cell.source)
+            assert not found, f"{path.name}, cell {cell.id}: a slide names {found.group(0)!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_title_and_sections_start_slides_setup_and_solutions_are_left_out(path):
     nb_cells, types = cells(path), _types(path)
     assert all(t in slides.TYPES for t in types), f"{path.name}: unknown slide types {set(types)}"

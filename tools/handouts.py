@@ -2,52 +2,91 @@
 
     python tools/handouts.py OUTDIR        # OUTDIR/01_devices.html ... and OUTDIR/index.html
 
-Each lesson gets two HTML pages, self-contained (the figure is inlined) and made to print
-on one sheet of A4 or Letter (print it from the browser, or save it as PDF there):
+Each lesson gets two HTML pages, self-contained (the figure is inlined), to print from the
+browser on A4 or Letter (or to save as PDF there):
 
-- `NN_name.html`, for students: the lesson's title, what you will learn and what you need
-  (from its first cell), its Summary, one key figure, the titles of its exercises (the
-  first sentence of each), and the three questions of its teacher's page, without answers;
-- `NN_name-teacher.html`: the same page, and on a second page the questions' answers.
+- `NN_name.html`, for students, on one sheet (one or two sides): the lesson's title, what you
+  will learn and what you need (from its first cell), its Summary, one key figure, and its
+  exercises, each task printed whole as the lesson words it (with the text that introduces
+  them, where there is one). The questions of the teacher's page are not on it: they are the
+  quiz's questions (teaching/kit/quiz.md), and a handout must not give the quiz away;
+- `NN_name-teacher.html`: the same, and then, from a new page, the teacher's three questions
+  with their answers.
 
 The key figure is the first image output of the cell tagged `handout-figure` (a lesson's
 author sets the tag in JupyterLab's property inspector, Cell Tags); without such a tag, the
 lesson's first figure outside the solutions; without any figure, none. Its caption names the
-section it is in. Nothing is stored: the pages are built from the current notebook and
+section it is in. It prints at the size that keeps its text readable: the course's figures
+are made at 100 dpi (savefig.dpi in d2l_utils/course.mplstyle) with 12 pt text (the
+smallest size the style sets), so a figure W pixels wide is W / 100 inches at full size,
+and printing it at 8/12 of that keeps its smallest text at 8 pt. That width is computed
+from the PNG's own width (read from its header); a figure wider than an A4 page's printable
+width at that scale is left out, and the handout says so and where the lesson shows it.
+Nothing is stored: the pages are built from the current notebook and
 teacher's page each time, so they cannot drift from the lesson (tests/test_kit.py checks
-them, and prints them to PDF in Chromium as a slow check).
+them, and tests/test_handouts.py checks whole tasks, no quiz question and the figure's
+scale, and prints them to PDF in Chromium as a slow check).
 """
 import argparse
 import base64
 import html
 import pathlib
 import re
+import struct
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIGURE_TAG = "handout-figure"
+MARGIN_MM = 8                                    # the printed page's margins (@page below)
+PRINT_WIDTH_MM = 210 - 2 * MARGIN_MM             # A4's printable width: Letter's (215.9 mm) is wider
+MIN_FIGURE_PT = 8                                # the smallest figure text a handout prints
+
+
+def _style_numbers(root=ROOT):
+    """(dpi, smallest font size in pt) of the course's figures, from d2l_utils/course.mplstyle."""
+    values = dict(re.findall(r"^\s*([\w.]+)\s*:\s*([\d.]+)\s*(?:#.*)?$",
+                             (root / "d2l_utils" / "course.mplstyle").read_text(encoding="utf-8"), re.M))
+    sizes = [float(v) for k, v in values.items() if k.endswith("size")]
+    return float(values.get("savefig.dpi", values.get("figure.dpi", 100))), min(sizes)
+
+
+def png_size(data):
+    """(width, height) in pixels of a PNG given as base64 text, from its IHDR header."""
+    raw = base64.b64decode(data[:64])
+    if raw[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    return struct.unpack(">II", raw[16:24])
+
+
+def figure_width_mm(data, root=ROOT):
+    """The printed width (mm) that keeps a course figure's smallest text at MIN_FIGURE_PT:
+    its width at full size (pixels / dpi inches) times MIN_FIGURE_PT / the style's smallest size."""
+    dpi, smallest = _style_numbers(root)
+    return png_size(data)[0] / dpi * 25.4 * MIN_FIGURE_PT / smallest
 
 STYLE = """
-@page { margin: 10mm; }
+@page { margin: %dmm; }
 * { box-sizing: border-box; }
 body { font: 8.5pt/1.28 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
-       color: #111; max-width: 190mm; margin: 0 auto; }
+       color: #111; max-width: %dmm; margin: 0 auto; }
 h1 { font-size: 16pt; margin: 0 0 0.5mm; }
 h2 { font-size: 10.5pt; margin: 2mm 0 1mm; border-bottom: 0.3mm solid #999; break-after: avoid; }
 p, ul, ol { margin: 0 0 1.2mm; }
 ul, ol { padding-left: 4.5mm; }
 li { margin: 0 0 0.5mm; }
-code { font: 8pt "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #f1f1f1; padding: 0 0.4mm; }
+code { font: 8pt "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #f1f1f1; padding: 0 0.4mm;
+       overflow-wrap: anywhere; }
 .meta { color: #444; margin-bottom: 1mm; }
 .columns { columns: 2; column-gap: 6mm; }
 .columns > :first-child { margin-top: 0; }
 figure { margin: 1.5mm 0; text-align: center; break-inside: avoid; }
-figure img { max-width: 100%; max-height: 46mm; }
+figure img { height: auto; }
+.exercises > li { margin-bottom: 1.2mm; }
 figcaption { font-size: 8.5pt; color: #444; }
 .answers { break-before: page; page-break-before: always; }
 .answers li { margin-bottom: 2mm; }
 @media screen { body { padding: 12mm; } .answers { border-top: 1mm dashed #bbb; padding-top: 6mm; margin-top: 8mm; } }
-"""
+""" % (MARGIN_MM, PRINT_WIDTH_MM)
 
 
 def source(cell):
@@ -113,21 +152,17 @@ def section_text(cells, heading):
     return None
 
 
-def first_sentence(text):
-    """The first sentence of a paragraph of markdown: up to a . ? or ! outside `code`, before a space."""
-    text, ticks = " ".join(text.split()), False
-    for i, ch in enumerate(text):
-        ticks ^= ch == "`"
-        if not ticks and ch in ".?!" and (i + 1 == len(text) or text[i + 1] == " "):
-            return text[:i + 1]
-    return text
-
-
 def exercises(cells):
-    """The first sentence of each numbered exercise, in order."""
+    """Each numbered exercise's whole task, in order (its lines joined)."""
     text = section_text(cells, "Exercises") or ""
     items = re.split(r"^\d+\.\s+", text, flags=re.M)[1:]
-    return [first_sentence(item) for item in items]
+    return [" ".join(item.split()) for item in items]
+
+
+def exercises_intro(cells):
+    """The text of the Exercises section before its first numbered task ('' when none)."""
+    text = section_text(cells, "Exercises") or ""
+    return re.split(r"^\d+\.\s+", text, flags=re.M)[0].strip()
 
 
 def _labelled(first_cell, label):
@@ -184,6 +219,7 @@ def lesson_parts(notebook, page):
         "summary": section_text(cells, "Summary"),
         "figure": key_figure(cells),
         "exercises": exercises(cells),
+        "exercises_intro": exercises_intro(cells),
         "questions": questions(pathlib.Path(page).read_text(encoding="utf-8")),
         "notebook": pathlib.Path(notebook).name,
     }
@@ -204,14 +240,20 @@ def render(parts, teacher=False):
     out += ["<h2>Summary</h2>", _markdown(parts["summary"] or ""), "</div>"]
     if parts["figure"]:
         data, where = parts["figure"]
-        out += [f'<figure><img alt="key figure" src="data:image/png;base64,{data}">',
-                f"<figcaption>From § {_inline(where)}</figcaption>" if where else "", "</figure>"]
-    out += ['<div class="columns">', "<h2>Exercises</h2>", "<ol>",
-            *[f"<li>{_inline(e)}</li>" for e in parts["exercises"]], "</ol>",
-            "<h2>Check yourself</h2>", '<ol class="questions">',
-            *[f"<li>{_inline(q)}</li>" for q, _ in parts["questions"]], "</ol>", "</div>"]
+        width = figure_width_mm(data)
+        if width <= PRINT_WIDTH_MM:
+            out += [f'<figure><img alt="key figure" style="width: {width:.1f}mm" src="data:image/png;base64,{data}">',
+                    f"<figcaption>From § {_inline(where)}</figcaption>" if where else "", "</figure>"]
+        else:
+            out += [f'<p class="meta">The lesson\'s figure{" in § " + _inline(where) if where else ""} is left '
+                    "out: it is too wide to print readable on A4. See it in the lesson.</p>"]
+    out += ['<div class="columns">', "<h2>Exercises</h2>"]
+    if parts.get("exercises_intro"):
+        out += [_markdown(parts["exercises_intro"])]
+    out += ['<ol class="exercises">', *[f"<li>{_inline(e)}</li>" for e in parts["exercises"]], "</ol>", "</div>"]
     if teacher:
-        out += ['<section class="answers">', "<h2>Answers (teacher's copy)</h2>", "<ol>",
+        out += ['<section class="answers">', "<h2>Questions to check understanding, with answers "
+                "(teacher's copy; they are also the quiz's)</h2>", "<ol>",
                 *[f"<li><strong>{_inline(q)}</strong><br>{_inline(a)}</li>" for q, a in parts["questions"]],
                 "</ol>", "</section>"]
     out.append("</body></html>")
@@ -243,7 +285,8 @@ def build(outdir, root=ROOT):
     (outdir / "index.html").write_text(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Handouts</title>'
         f"<style>{STYLE}</style></head><body><h1>Handouts: GPU computing in PyTorch</h1>"
-        "<p>One page per lesson; print from the browser (A4 or Letter).</p><ul>"
+        "<p>One sheet per lesson (one or two sides); print from the browser (A4 or Letter). "
+        "The students' pages have no quiz questions; the teacher's copies add them, with answers.</p><ul>"
         + "".join(rows) + "</ul></body></html>\n", encoding="utf-8")
     return written
 

@@ -1,28 +1,59 @@
 """Build the students' copy of the course: the lessons without their outputs and solutions.
 
-    python tools/student_copy.py OUTDIR          # a folder to hand out (zip it, or push it)
+    python tools/student_copy.py OUTDIR                      # a folder to hand out (zip it)
+    python tools/student_copy.py OUTDIR --repo OWNER/NAME    # to publish at github.com/OWNER/NAME
 
 The repository is the teacher's copy: its lessons hold stored outputs (some print an
 exercise's answer) and a worked solution under every exercise, only collapsed. The
 students' copy is the same course with, in every lesson, the solution cells (`#@title
-Solution ...`) removed and every output and execution count cleared; everything else is
-unchanged (cells, slide metadata and the slideshows' stylesheets, the Colab setup cell). Beside the lessons it holds what
-students need to run them: the helpers (d2l_utils), the recordings from real hardware
-(measurements/), the requirements files, pyproject.toml, binder/ and the README. The
-teacher's guide, the tests and the tools stay out: the guide has the answers.
+Solution ...`) removed and every output and execution count cleared; the other cells keep
+their text and slide metadata, and the slideshows' stylesheets come along.
+
+Nothing in the copy leads back to the teacher's repository (whose address is the Repository
+in pyproject.toml), where the stored outputs and the solutions are:
+
+- with ``--repo OWNER/NAME`` (where the teacher will push the copy), every address of the
+  teacher's repository is replaced by the copy's: the lessons' Colab badges, the setup cell
+  that installs the helpers on Colab, the helpers' "measure it yourself" Colab links, and the
+  copy's pyproject.toml; the README gets a Binder badge and a Colab badge per lesson, all
+  opening the copy;
+- without it, there is nowhere for a badge to point, so the lessons' Colab badges are
+  removed; the setup cell installs the helpers on Colab from ``d2l-utils.zip`` (a source
+  archive of the helpers that the copy holds: students upload it beside the lesson), and the
+  README says how to open a lesson on Colab (File > Upload notebook) and on Binder once the
+  copy is published.
+
+Beside the lessons the copy holds what students need to run them: the helpers (d2l_utils),
+the recordings from real hardware (measurements/), the requirements files, pyproject.toml and
+binder/ (without binder/README.md, which is about the teacher's tests). Its README is its own,
+written here: how to open the lessons on a laptop, on Binder and on Colab, and how to run the
+setup check; it names only files the copy has. The teacher's guide, the tests, the tools and
+CONTRIBUTING.md stay out: the guide has the answers.
 """
 import argparse
 import json
 import pathlib
+import re
 import shutil
 import sys
+import tomllib
+import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NOTE = ("> **The students' copy.** The lessons come without their outputs and without the worked\n"
-        "> solutions of the exercises: run each lesson top to bottom yourself. The teacher's guide,\n"
-        "> the tests and the authoring tools are in the full repository.\n\n")
-KEEP = ["README.md", "pyproject.toml", "requirements.txt", "requirements-cpu.txt",
+KEEP = ["pyproject.toml", "requirements.txt", "requirements-cpu.txt",
         "d2l_utils", "measurements", "binder"]
+LEAVE_OUT = ["binder/README.md"]           # it explains the teacher's CI test of the Binder install
+HELPERS_ZIP = "d2l-utils.zip"               # the helpers' source, for Colab without a published copy
+BADGE = re.compile(r"\n*\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\n*")
+NO_REPO_SETUP = (
+    "# Setup. On Colab, install the course's helpers from d2l-utils.zip, which is in your copy of the\n"
+    "# course: upload it first (the Files panel on the left, Upload). --no-deps keeps Colab's own PyTorch.\n"
+    "# Anywhere else they are already installed, and this cell does nothing.\n"
+    "import sys, pathlib\n"
+    "if 'google.colab' in sys.modules:\n"
+    "    assert pathlib.Path('d2l-utils.zip').exists(), 'upload d2l-utils.zip first (Files panel, Upload)'\n"
+    "    %pip install -q --no-deps d2l-utils.zip")
+NO_REPO_COLAB = "COLAB = 'Colab (File > Upload notebook, then upload d2l-utils.zip beside it): notebooks/'"
 
 
 def source(cell):
@@ -33,27 +64,167 @@ def is_solution(cell):
     return cell["cell_type"] == "code" and source(cell).lstrip().startswith("#@title Solution")
 
 
-def student_notebook(nb):
-    """A lesson (notebook JSON) as students get it: no solutions, no outputs."""
+def is_setup(cell):
+    return cell["cell_type"] == "code" and source(cell).lstrip().startswith("# Setup.")
+
+
+def teacher_repo(root=ROOT):
+    """OWNER/NAME of the teacher's repository (the Repository URL of pyproject.toml)."""
+    url = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]["Repository"]
+    return url.removeprefix("https://github.com/").strip("/")
+
+
+def retarget(text, teacher, repo):
+    """``text`` with every address of the teacher's repository made the copy's (``repo``)."""
+    return re.sub(rf"(?<![\w.-]){re.escape(teacher)}(?![\w.-])", repo, text)
+
+
+def student_notebook(nb, teacher=None, repo=None):
+    """A lesson (notebook JSON) as students get it: no solutions, no outputs, and its links
+    pointing at the copy's repository ``repo``, or, without one, no Colab badge and a setup
+    cell that installs the helpers from the copy's d2l-utils.zip."""
     nb = json.loads(json.dumps(nb))                 # a copy
     nb["cells"] = [c for c in nb["cells"] if not is_solution(c)]
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
             cell["metadata"].pop("execution", None)
+        if teacher is None:
+            continue
+        text = source(cell)
+        if repo:
+            text = retarget(text, teacher, repo)
+        elif is_setup(cell):
+            text = NO_REPO_SETUP
+        elif cell["cell_type"] == "markdown":
+            text = BADGE.sub("\n\n", text).strip("\n")
+        cell["source"] = text
     return nb
 
 
-def build(outdir, root=ROOT):
-    """Write the students' copy into ``outdir`` (created; must not exist or be empty)."""
+def _title(nb):
+    """('1', 'Devices') from a lesson's first heading '# 1. Devices'."""
+    m = re.search(r"^# (\d+)\. (.*)$", source(nb["cells"][0]), re.M)
+    return m[1], m[2].strip()
+
+
+def readme(lessons, repo=None):
+    """The copy's own README: what it is, how to open it (laptop, Binder, Colab), the setup check.
+    ``lessons``: [(file name, number, title)]."""
+    colab = f"https://colab.research.google.com/github/{repo}/blob/main/notebooks/" if repo else None
+    binder = f"https://mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/notebooks" if repo else None
+    rows = []
+    for name, number, title in lessons:
+        cell = (f" | [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}{name})"
+                if repo else "")
+        rows.append(f"| {number} | [{title}](notebooks/{name}){cell} |")
+    head = "| # | lesson | Colab |\n|---|---|---|" if repo else "| # | lesson |\n|---|---|"
+    if repo:
+        binder_text = (f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder})\n\n"
+                       "Binder runs the lessons on a CPU in your browser, with nothing to install: the "
+                       "badge above opens this copy in JupyterLab there (the first start takes a few "
+                       "minutes while Binder builds the environment from `binder/`).")
+        colab_text = ("Each lesson's Colab badge (in the table above, and under the lesson's title) opens "
+                      "it on Colab, where you can ask for a free GPU: *Runtime > Change runtime type > "
+                      "T4 GPU*. The lesson's first cell installs the course's helpers there.")
+    else:
+        binder_text = ("Binder runs the lessons on a CPU in your browser, with nothing to install, once "
+                       "this folder is published as a public GitHub repository: open "
+                       "`https://mybinder.org/v2/gh/OWNER/NAME/main?urlpath=lab/tree/notebooks` with "
+                       "the repository's owner and name (the first start takes a few minutes while Binder "
+                       "builds the environment from `binder/`). Until then, use your laptop or Colab.")
+        colab_text = ("This copy has no Colab badges: it is not published anywhere a badge could open. "
+                      "To run a lesson on Colab, where you can ask for a free GPU: open "
+                      "[colab.research.google.com](https://colab.research.google.com), choose *File > "
+                      "Upload notebook* and pick the lesson from `notebooks/`; then, in the Files panel on "
+                      f"the left, upload `{HELPERS_ZIP}` from this folder (the course's helpers). The "
+                      "lesson's first cell installs them. For a GPU: *Runtime > Change runtime type > T4 GPU*.")
+    return f"""> **The students' copy.** The lessons come without their outputs and without the worked
+> solutions of the exercises: run each lesson top to bottom yourself, and try each exercise
+> before you look anything up.
+
+# GPU computing in PyTorch
+
+An interactive course in Jupyter notebooks: devices, tensors on a GPU, copies between
+devices, synchronization, several GPUs, GPU memory, mixed precision, profiling, overlap and
+launch overhead, collectives and sharding, and one training job made fast. Every lesson
+runs on a laptop without a GPU; with one, it shows more. Without a GPU, a cell that needs
+one shows what a GPU is expected to show, labelled as expected.
+
+{head}
+{chr(10).join(rows)}
+
+## On your laptop
+
+Linux or macOS, Python 3.11. In this folder:
+
+```bash
+python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/jupyter lab notebooks/
+```
+
+On Linux, `requirements.txt` installs the CUDA build of PyTorch (several GB). Without an
+NVIDIA GPU, install the CPU-only build instead (a few hundred MB):
+
+```bash
+python3 -m venv .venv && .venv/bin/pip install -r requirements-cpu.txt && .venv/bin/jupyter lab notebooks/
+```
+
+On Windows, use WSL 2 (Ubuntu) and the Linux commands there. PyTorch publishes no wheels
+for Macs with an Intel processor: there, use Binder or Colab.
+
+## Check your machine before the class
+
+```bash
+.venv/bin/python -m d2l_utils.setup_check
+```
+
+It takes a few seconds and ends with READY, READY with notes, or NOT READY and what to do.
+
+## On Binder
+
+{binder_text}
+
+## On Colab
+
+{colab_text}
+
+## Slideshows
+
+Every lesson is also a slideshow: in JupyterLab, *View > Render as Reveal Slideshow*.
+"""
+
+
+def helpers_zip(outdir):
+    """Write d2l-utils.zip: a source archive of the helpers that pip can install (on Colab)."""
+    path = outdir / HELPERS_ZIP
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in ("pyproject.toml", "README.md"):
+            z.write(outdir / name, f"d2l-utils/{name}")
+        for folder in ("d2l_utils", "measurements"):
+            for file in sorted((outdir / folder).rglob("*")):
+                if file.is_file():
+                    z.write(file, f"d2l-utils/{file.relative_to(outdir)}")
+    return path
+
+
+def build(outdir, root=ROOT, repo=None):
+    """Write the students' copy into ``outdir`` (created; must not exist or be empty).
+    ``repo``: OWNER/NAME where the copy will be published, or None."""
+    if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise SystemExit(f"--repo must be OWNER/NAME (as in github.com/OWNER/NAME), not {repo!r}")
+    teacher = teacher_repo(root)
+    if repo is not None and repo.lower() == teacher.lower():
+        raise SystemExit(f"--repo {repo} is the teacher's repository: give the copy's own")
     outdir = pathlib.Path(outdir)
     if outdir.exists() and any(outdir.iterdir()):
         raise SystemExit(f"{outdir} is not empty: give a new folder")
     (outdir / "notebooks").mkdir(parents=True)
+    lessons = []
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = student_notebook(json.loads(path.read_text(encoding="utf-8")))
+        nb = student_notebook(json.loads(path.read_text(encoding="utf-8")), teacher, repo)
         (outdir / "notebooks" / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
                                                       encoding="utf-8")
+        lessons.append((path.name, *_title(nb)))
     for css in sorted((root / "notebooks").glob("*.css")):     # the slideshows' type sizes (rise.css)
         shutil.copy2(css, outdir / "notebooks" / css.name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -63,21 +234,47 @@ def build(outdir, root=ROOT):
             shutil.copytree(src, outdir / name, ignore=ignore)
         elif src.exists():
             shutil.copy2(src, outdir / name)
-    readme = outdir / "README.md"
-    readme.write_text(NOTE + readme.read_text(encoding="utf-8"), encoding="utf-8")
+    for name in LEAVE_OUT:
+        (outdir / name).unlink(missing_ok=True)
+    # The teacher's address, wherever the copied files hold it (pyproject.toml, the helpers'
+    # Colab links), becomes the copy's; without a copy's address, the helpers' Colab link
+    # says to upload the lesson instead.
+    for file in sorted(p for p in outdir.rglob("*") if p.is_file() and p.suffix in {".py", ".toml", ".txt", ".md", ".json"}
+                       and "notebooks" not in p.relative_to(outdir).parts):
+        text = file.read_text(encoding="utf-8")
+        new = (retarget(text, teacher, repo) if repo else
+               re.sub(r"^COLAB = .*$", NO_REPO_COLAB.replace("\\", r"\\"), text, flags=re.M))
+        if not repo and file.name == "pyproject.toml":
+            new = re.sub(r'^Repository = .*\n', "", new, flags=re.M)
+            new = new.replace("# The one place that names the repository: the Colab setup cells and badges "
+                              "are checked against it.\n", "")
+            new = re.sub(r"\[project\.urls\]\n+(?=\[)", "", new)
+        if file.name.startswith("requirements"):               # the copy has no CONTRIBUTING.md
+            new = new.replace(" (see CONTRIBUTING.md)", "")
+        if file.name == "pyproject.toml":                      # the copy has no tests to configure
+            new = re.sub(r"\[tool\.pytest\.ini_options\]\n(?:(?!\[).*\n?)*", "", new).rstrip("\n") + "\n"
+        if new != text:
+            file.write_text(new, encoding="utf-8")
+    (outdir / "README.md").write_text(readme(lessons, repo), encoding="utf-8")
+    if not repo:
+        helpers_zip(outdir)
     return outdir
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("outdir", type=pathlib.Path, help="a new folder for the students' copy")
+    parser.add_argument("--repo", metavar="OWNER/NAME",
+                        help="the GitHub repository where the copy will be published: the badges open it")
     args = parser.parse_args(argv)
-    out = build(args.outdir)
+    out = build(args.outdir, repo=args.repo)
     lessons = sorted((out / "notebooks").glob("*.ipynb"))
     removed = sum(is_solution(c) for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
                   for c in json.loads(path.read_text(encoding="utf-8"))["cells"])
+    where = (f"its badges open github.com/{args.repo}: push the folder there" if args.repo else
+             "no badges (no --repo): its README says how to open a lesson on Colab and Binder")
     print(f"wrote the students' copy of {len(lessons)} lessons to {out}, "
-          f"without their {removed} solution cells and without outputs")
+          f"without their {removed} solution cells and without outputs; {where}")
     return 0
 
 
