@@ -110,3 +110,12 @@ def pytest_sessionfinish(session, exitstatus):
               + "\n  ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """The handouts of the current lessons (tools/handouts.py), built once per test process."""
+    import handouts
+    out = tmp_path_factory.mktemp("handouts")
+    handouts.build(out)
+    return out

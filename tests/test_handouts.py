@@ -22,13 +22,6 @@ A4_MM = 210
 FIGURE_PT, FIGURE_DPI, MIN_PT = 12, 100, 8        # d2l_utils/course.mplstyle: 12 pt text at 100 dpi
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("handouts")
-    handouts.build(out)
-    return out
-
-
 def squash(text):
     """Text without spaces and markdown marks, to compare markdown with rendered text."""
     return re.sub(r"[\s`*_]", "", text)

@@ -54,13 +54,6 @@ def squash(text):
 
 # --- handouts ---------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("handouts")
-    handouts.build(out)
-    return out
-
-
 def _text(html_page):
     """The visible text of a page, roughly: tags dropped, entities of quotes undone."""
     text = re.sub(r"<style>.*?</style>|<[^>]+>", " ", html_page, flags=re.S)
