@@ -180,8 +180,9 @@ def test_figures_print_readable_in_chromium(built):
 
 
 def test_handouts_follow_the_current_lesson_and_page(tmp_path):
-    """Change a copy of a lesson's exercise and of its page's question: the students' page
-    prints the new task whole; only the teacher's copy prints the new question."""
+    """Change a copy of a lesson's summary, exercise and its page's question: the students' page
+    prints the new summary line and the new task whole; only the teacher's copy prints the new
+    question."""
     import json
     notebook = TAUGHT[0]
     (tmp_path / "notebooks").mkdir()
@@ -190,6 +191,8 @@ def test_handouts_follow_the_current_lesson_and_page(tmp_path):
     (tmp_path / "d2l_utils" / "course.mplstyle").write_text(
         (ROOT / "d2l_utils" / "course.mplstyle").read_text(encoding="utf-8"), encoding="utf-8")
     nb = json.loads(notebook.read_text(encoding="utf-8"))
+    summary = next(c for c in nb["cells"] if "## Summary" in source(c))
+    summary["source"] = source(summary).replace("## Summary\n", "## Summary\n\n* A line made up by the test.\n", 1)
     cell = next(c for c in nb["cells"] if "## Exercises" in source(c))
     cell["source"] = re.sub(r"^1\. ", "1. A task made up by the test. Its second sentence matters too.\n   ",
                             source(cell), count=1, flags=re.M)
@@ -199,5 +202,5 @@ def test_handouts_follow_the_current_lesson_and_page(tmp_path):
     handouts.build(tmp_path / "out", root=tmp_path)
     student = (tmp_path / "out" / f"{notebook.stem}.html").read_text(encoding="utf-8")
     teacher = (tmp_path / "out" / f"{notebook.stem}-teacher.html").read_text(encoding="utf-8")
-    assert "Its second sentence matters too." in student
+    assert "Its second sentence matters too." in student and "A line made up by the test." in student
     assert "Made up: " not in student and "Made up: " in teacher
