@@ -17,7 +17,7 @@ import d2l_utils as d2l
 LESSON = ROOT / "notebooks" / "04_synchronization.ipynb"
 GPU_CELLS = {"04-sync-debug-mode": 1, "04-timing-on-gpu": 1, "04-training-loop": 1,
              "04-item-waits-for-the-queue": 1, "04-launch-blocking": 1,
-             "04-launch-timeline": 1}
+             "04-launch-timeline": 1, "04-blocking-copy-waits": 1}
 gil = pytest.mark.skipif(not getattr(sys, "_is_gil_enabled", lambda: True)(),
                          reason="a free-threaded Python has no GIL to hold")
 

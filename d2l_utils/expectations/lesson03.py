@@ -1,8 +1,9 @@
-"""Lesson 3 (copies between devices): what its five GPU-only cells are expected to show.
+"""Lesson 3 (copies between devices): what its seven GPU-only cells are expected to show.
 
 Every copy number comes from the model the lesson teaches, a fixed latency plus the bytes
 over the link's bandwidth, on each reference GPU's PCIe link (``gpu_models.copy_seconds``
-and ``copy_bytes_per_s``: PCIe 5.0 x16 for the H200, 3.0 x16 for the T4). The behaviours
+and ``copy_bytes_per_s``: PCIe 5.0 x16 for the H200, 3.0 x16 for the T4), or, between two
+GPUs, on NVLink where the datasheet gives one. The behaviours
 (a call that returns before its copy, a wait that makes a read safe, a cached pinned block)
 come from the PyTorch source files named with them. ``draw_copy_curves`` draws the model's
 copy curves, which the fallback of ``03-pinned-copies`` shows.
@@ -111,8 +112,11 @@ def _pinning_cost(e, gpu):
 
 @expectation('03-read-after-wait', how='model')
 def _read_after_wait(e, gpu):
-    e.note('The host queues the copy behind the products and reads at once: the copy has not run yet, '
-           'so the early read holds the zeros; after waiting on the event it holds the result.')
+    e.note("to('cpu', non_blocking=True) returns a pinned tensor at once, the copy queued behind the products: "
+           'the early read does not hold the data; after waiting on the event it does, and the products are done.')
+    e.text('pinned', "the result of to('cpu', non_blocking=True) is pinned", 'True', how='source',
+           why='_to_copy allocates the result with pin_out = non_blocking && self.is_cuda() && a CPU destination '
+               '(aten/src/ATen/native/TensorConversions.cpp)')
     products = gpu_models.matmul_seconds(2048, 2048, 2048, gpu).scaled(50 * 1e3, 'ms')
     e.text('early_read_complete', 'the early read already holds the data', 'False',
            why=f'50 products of 2048 x 2048 keep the {gpu.key} busy at least {products.low:.0f} ms '
@@ -120,3 +124,52 @@ def _read_after_wait(e, gpu):
     e.text('after_waiting', 'after event.synchronize(), the data is there', 'True', how='source',
            why='Event.synchronize (torch/cuda/streams.py) waits for the event recorded after the copy '
                '(cudaEventSynchronize in aten/src/ATen/cuda/CUDAEvent.h), and the stream runs in order')
+    e.text('products_done', "the products are done once the copy's event is", 'True', how='source',
+           why='an event completes when all work queued on its stream before its record has: the stream runs '
+               'in order (CUDAEvent.h records with cudaEventRecord on the current stream)')
+
+
+def products_seconds(count, gpu):
+    """``count`` products of 2048 x 2048 (float32), each followed by a tanh, back to back on ``gpu``."""
+    mm = gpu_models.matmul_seconds(2048, 2048, 2048, gpu)
+    tanh = gpu_models.elementwise_seconds(2 * 4 * 2048 * 2048, gpu)
+    return gpu_models.total(*[mm, tanh] * count, unit='ms',
+                            why=f'{count} float32 products of 2048 x 2048 and their tanh, by the roofline '
+                                '(gpu_models.matmul_seconds, elementwise_seconds)')
+
+
+@expectation('03-pageable-non-blocking', how='model')
+def _pageable_non_blocking(e, gpu):
+    e.note('Behind 20 queued products, a blocking 64 KiB copy from pageable memory waits for them all '
+           '(PyTorch copies, then waits for the stream); with non_blocking=True PyTorch skips that wait.')
+    work = products_seconds(20, gpu)
+    e.number('work_ms', 'the queued products (CUDA events)', work)
+    launch_high = gpu_models.ASSUMPTIONS['launch_s'][2]
+    e.number('blocking_ms', 'the blocking call returned after',
+             Estimate(work.value, 0.5 * work.low, work.high + 1e3 * gpu_models.ASSUMPTIONS['copy_latency_s'][2],
+                      'ms', 'the queued products, less what ran while the host launched them (40 launches of at '
+                            f'most {launch_high * 1e6:.0f} µs), plus the copy: memcpy_and_sync, c10/cuda/CUDAFunctions.h'),
+             how='source')
+    e.text('non_blocking_waited', 'the non_blocking=True call waited for the products', 'False',
+           why='PyTorch queues the copy without memcpy_and_sync (copy_kernel_cuda, aten/src/ATen/native/cuda/Copy.cu); '
+               'the driver stages 64 KiB into its pinned buffer and returns. CUDA allows it to wait for the stream '
+               'while staging (Runtime API, API synchronization behavior): True would be a finding about the driver')
+
+
+@expectation('03-peer-copies', how='model')
+def _peer_copies(e, gpu):
+    e.note('Two GPUs with peer access copy directly: over NVLink where they have it, several times faster '
+           'than PCIe; two GPUs without NVLink copy at PCIe speed at best.')
+    if gpu.nvlink_bytes_per_s:
+        link, share = gpu.nvlink_bytes_per_s / 2, gpu_models.assumption('peer_nvlink_share')
+        where = f'NVLink, {link / 1e9:.0f} GB/s each way (half the datasheet\'s {gpu.nvlink_bytes_per_s / 1e9:.0f} GB/s)'
+        e.text('peer_access', 'the two GPUs have peer access', 'True',
+               why='GPUs joined by NVLink on one board (an HGX H200) can access each other\'s memory')
+    else:
+        link, share = gpu_models.pcie_bytes_per_s(*gpu.pcie), gpu_models.assumption('peer_pcie_share')
+        where = f'no NVLink: {link_text(gpu)}'
+        e.text('peer_access', 'the two GPUs have peer access', 'False',
+               why='two T4s in a cloud virtual machine usually lack peer access; CUDA then stages the copy in host memory')
+    e.number('peer_gb_s', '256 MiB from one GPU to the other',
+             Estimate(share.value * link / 1e9, share.low * link / 1e9, share.high * link / 1e9, 'GB/s',
+                      f'{where}, at {share.low:.0%}-{share.high:.0%} of it (gpu_models.ASSUMPTIONS)'))

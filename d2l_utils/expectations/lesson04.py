@@ -1,4 +1,4 @@
-"""Lesson 4 (synchronization): what its six GPU-only cells are expected to show.
+"""Lesson 4 (synchronization): what its seven GPU-only cells are expected to show.
 
 The times come from ``gpu_models``: each eager op costs the host a launch
 (``ASSUMPTIONS['launch_s']``), each kernel takes its roofline time (``matmul_seconds``,
@@ -99,25 +99,47 @@ def _launch_timeline(e, gpu):
 
 # ---- 04-sync-debug-mode ----
 
-WARNS = ['x.sum().item()', 'print(x.sum())', 'x.cpu()', 'x.cpu().numpy()', 'if x.sum() > 0:', 'x.nonzero()', 'x[mask]']
-SILENT = ['x + 1', 'x.sum()', 'torch.where(mask, x, 0.)', 'torch.cuda.synchronize()']
+WARNS = ['x.sum().item()', 'print(x.sum())', 'x.cpu()', 'x.cpu().numpy()', 'if x.sum() > 0:', 'x.nonzero()', 'x[mask]',
+         'h.to(device)']
+SILENT = ['x + 1', 'x.sum()', 'torch.where(mask, x, 0.)', 'h.to(device, non_blocking=True)', 'torch.cuda.synchronize()']
 
 
 @expectation('04-sync-debug-mode', how='source')
 def _sync_debug_mode(e, gpu):
-    e.note('Calls that copy a value or a size to the host warn; calls that only queue work do not, '
-           'and neither does torch.cuda.synchronize(), which waits without the check.')
+    e.note('Calls that copy a value or a size to the host warn, and so does a blocking copy to the GPU; calls '
+           'that only queue work do not, nor a non-blocking copy, nor torch.cuda.synchronize(), which waits '
+           'without the check.')
     e.text('message', "the warning's message", 'called a synchronizing CUDA operation',
            why='TORCH_WARN in warn_or_error_on_sync, c10/cuda/CUDAFunctions.cpp; called by memcpy_and_sync and '
                'stream_synchronize in c10/cuda/CUDAFunctions.h')
     e.text('flagged', 'the calls that warn', ', '.join(WARNS),
            why='.item() and if: read a value (_local_scalar_dense_cuda, aten/src/ATen/native/cuda/CUDAScalar.cu); '
                '.cpu() and print copy to the host (copy_kernel_cuda, aten/src/ATen/native/cuda/Copy.cu); '
-               'nonzero and a boolean mask read the count (aten/src/ATen/native/cuda/Nonzero.cu): all through '
-               'memcpy_and_sync')
+               'nonzero and a boolean mask read the count (aten/src/ATen/native/cuda/Nonzero.cu); h.to(device) is a '
+               'blocking copy to the GPU (copy_kernel_cuda again): all through memcpy_and_sync')
     e.text('silent', 'the calls that do not', ', '.join(SILENT),
-           why='the first three only launch kernels; torch.cuda.synchronize() calls device_synchronize '
-               '(c10/cuda/CUDAFunctions.cpp), a plain cudaDeviceSynchronize without the check')
+           why='the first three only launch kernels; with non_blocking=True copy_kernel_cuda calls cudaMemcpyAsync '
+               'without memcpy_and_sync (aten/src/ATen/native/cuda/Copy.cu); torch.cuda.synchronize() calls '
+               'device_synchronize (c10/cuda/CUDAFunctions.cpp), a plain cudaDeviceSynchronize without the check')
+
+
+# ---- 04-blocking-copy-waits: 20 products of 2048 x 2048, then 16 bytes to the GPU with a plain to() ----
+
+@expectation('04-blocking-copy-waits', how='model')
+def _blocking_copy_waits(e, gpu):
+    e.note('A blocking copy to the GPU, however small, returns only once everything queued before it is done: '
+           'PyTorch queues the copy, then waits for the whole stream.')
+    mm = product(2048, gpu)
+    queued = combine(lambda s: 20 * pick(mm, s), 'ms', '20 float32 products of 2048 x 2048, back to back')
+    e.number('gpu_ms', 'the queued products (CUDA events)', queued)
+    e.number('returned_ms', 'the 16-byte copy returned after',
+             Estimate(1e3 * (20 * mm.value - 20 * LAUNCH[0] + LATENCY[0]), 1e3 * (20 * mm.low - 20 * LAUNCH[2]),
+                      1e3 * (20 * mm.high + LATENCY[2]), 'ms',
+                      'the queued products, less what the GPU ran while the host launched them (20 launches), '
+                      'plus the copy itself'))
+    e.text('waited', 'the copy waited for the queued products', 'True', how='source',
+           why='non_blocking=False: copy_kernel_cuda (aten/src/ATen/native/cuda/Copy.cu) calls memcpy_and_sync '
+               '(c10/cuda/CUDAFunctions.h): cudaMemcpyAsync, then cudaStreamSynchronize')
 
 
 # ---- 04-timing-on-gpu: one 4096 x 4096 product, four clocks ----
