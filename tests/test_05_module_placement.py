@@ -205,3 +205,19 @@ def test_the_teachers_page_quotes_the_expected_times():
     for gpu in ('H200', 'T4'):
         item = expected_items('05-cudnn-benchmark', gpu)['steady_ms']
         assert f"{fmt(item['value'])} ms on the {gpu} ({fmt(item['low'])} to {fmt(item['high'])}" in text, gpu
+
+
+def test_train_epoch_blocks_on_copies_to_the_cpu():
+    """A non-blocking copy to the CPU could be read before it lands: only CUDA gets one."""
+    calls = []
+
+    class Recording(torch.Tensor):
+        def to(self, *args, **kwargs):
+            calls.append(kwargs.get('non_blocking', False))
+            return torch.Tensor.to(self.as_subclass(torch.Tensor), *args, **kwargs)
+
+    net, opt = _setup()
+    X, y = _loader(n=32).dataset.tensors
+    batches = [(X[:16].as_subclass(Recording), y[:16].as_subclass(Recording))]
+    d2l.train_epoch(net, batches, nn.MSELoss(), opt, 'cpu')
+    assert calls == [False, False]

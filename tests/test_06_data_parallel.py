@@ -124,11 +124,12 @@ def test_compared_cells_give_data_parallel_exactly_one_device():
                 calls += 1
                 ids = [k.value for k in node.keywords if k.arg == 'device_ids']
                 assert ids and isinstance(ids[0], ast.List) and len(ids[0].elts) == 1, ast.unparse(node)
-    assert calls >= 3
+    assert calls >= 2
 
 
 @pytest.mark.parametrize('cell_id, gpus', [('06-library-functions', 1), ('06-real-split', 2),
-                                           ('06-params-on-first-device', 1), ('06-first-gpu-load', 2)])
+                                           ('06-params-on-first-device', 1), ('06-first-gpu-load', 2),
+                                           ('06-library-replicate', 1)])
 def test_gpu_only_cells_ask_for_the_gpus_they_use(cell_id, gpus):
     cell = next(c for c in code_cells(LESSON) if (cell_id, str(gpus)) in MARK.findall(source(c)))
     condition = source(cell).splitlines()[1]

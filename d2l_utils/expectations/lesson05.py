@@ -141,3 +141,52 @@ def _(e, gpu):
            how='source',
            why='aten/src/ATen/native/cudnn/Conv_v8.cpp (run_single_conv): no plan cached for the '
                'shape, so it times up to benchmark_limit (10) candidate plans and caches the fastest')
+
+
+@expectation('05-copies-wait', how='source')
+def _(e, gpu):
+    batches = 1000 // 100           # the lesson's loader: 1000 examples in batches of 100
+    e.note('A blocking copy from the CPU is memcpy_and_sync (c10/cuda/CUDAFunctions.h): '
+           'cudaMemcpyAsync, then cudaStreamSynchronize; in sync debug mode it warns first. A '
+           'non-blocking copy (aten/src/ATen/native/cuda/Copy.cu) only queues cudaMemcpyAsync and '
+           'records an event for the pinned block; a batch already on the GPU is not copied at all.')
+    e.number('blocking', 'waits: pageable batches, blocking copies',
+             Estimate(2 * batches, 2 * batches, 2 * batches, 'waits',
+                      f'two copies (X and y) in each of {batches} batches, each one memcpy_and_sync '
+                      '(c10/cuda/CUDAFunctions.h), which warns in sync debug mode'))
+    e.number('pinned', 'waits: pinned batches, non_blocking=True',
+             Estimate(0, 0, 0, 'waits', 'aten/src/ATen/native/cuda/Copy.cu (copy_kernel_cuda): the non_blocking branch, no sync'))
+    e.number('on_device', 'waits: batches already on the GPU',
+             Estimate(0, 0, 0, 'waits', 'aten/src/ATen/native/TensorConversions.cpp (to): nothing to change, so it returns the tensor itself'))
+
+
+@functools.lru_cache(maxsize=None)
+def not_deterministic_message(op):
+    """The start of the error that ``use_deterministic_algorithms(True)`` raises for ``op``: raised
+    here by ``put_``, which has no deterministic version on any device, with ``op``'s name in its
+    place (both come from alertNotDeterministic, aten/src/ATen/Context.cpp)."""
+    previous = (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.zeros(2).put_(torch.tensor([0, 0]), torch.ones(2))
+    except RuntimeError as error:
+        text = str(error)
+        return op + text[len('put_'):text.index("(True)'") + len("(True)'")]
+    finally:
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+    raise AssertionError('put_ with repeated indices should raise in deterministic mode')
+
+
+@expectation('05-deterministic-cuda', how='source')
+def _(e, gpu):
+    e.note('use_deterministic_algorithms(True): index_add_ on CUDA takes a deterministic path '
+           '(sorting the indices instead of atomic adds), histc on CUDA has none and raises '
+           '(torch/__init__.py lists both).')
+    e.text('repeatable', 'index_add_ twice with the flag: same bits', 'True',
+           why='aten/src/ATen/native/cuda/Indexing.cu (index_add_cuda_impl): with the flag it '
+               'calls index_put_ with accumulate=True, which sorts first')
+    e.text('histc', 'RuntimeError from histc', not_deterministic_message('_histc_cuda'),
+           how='simulated',
+           why='aten/src/ATen/native/cuda/SummaryOps.cu calls alertNotDeterministic("_histc_cuda"); '
+               'the message raised here by put_, with that name')

@@ -94,3 +94,14 @@ def _(e, gpu):
              Estimate(gpu1, 0.8 * gpu1, gpu1 + workspace, 'MiB', why))
     e.text('gpu0_highest', 'rises[0] > max(rises[1:])', 'True',
            why=f'{gpu0:.0f} MiB against {gpu1:.0f}; it holds even with a new workspace on GPU 1 alone')
+
+
+@expectation('06-library-replicate', how='source')
+def _(e, gpu):
+    e.note('The times are printed, not judged. replicate broadcasts the parameters with '
+           'Broadcast, that is comm.broadcast_coalesced (torch/nn/parallel/replicate.py, '
+           '_functions.py); for the first device it hands back the input tensors themselves.')
+    e.number('first_copy_mib', 'MiB copied for copy 0 (on the module\'s own GPU)',
+             Estimate(0, 0, 0, 'MiB', "torch/csrc/cuda/comm.cpp (broadcast_coalesced): the outputs "
+                      "for devices[0] are the inputs; data_parallel.py's docstring: the replica on "
+                      "device[0] shares storage with the module"))
