@@ -20,10 +20,10 @@ from conftest import ROOT, cells, code_cells, source
 import d2l_utils as d2l
 
 LESSON = ROOT / "notebooks" / "13_make_a_training_job_fast.ipynb"
-CPU_VERSIONS = ["as written", "+ data encoded once", "+ fused AdamW", "+ no host waits"]
+CPU_VERSIONS = ["as written", "+ data encoded once", "+ fused AdamW", "+ attention in one op", "+ no host waits"]
 BFLOAT16 = "+ bfloat16 autocast"          # a row only on a CPU where bfloat16 is faster
 GPU_VERSIONS = ["as written", "+ data encoded once", "+ no host waits", "+ TF32 matmuls", "16-bit autocast, not TF32",
-                "+ fused AdamW", "+ torch.compile (blocks)", "+ CUDA Graphs"]
+                "+ fused AdamW", "+ attention in one op", "+ torch.compile (blocks)", "+ CUDA Graphs"]
 GPU_CELLS = {"13-gpu-evidence", "13-gpu-versions", "13-gpu-compile", "13-gpu-picture"}
 REFERENCE = re.compile(r'lesson (\d+), § "([^"]+)"')
 
@@ -59,7 +59,7 @@ def test_the_cpu_versions_are_measured_in_order():
 
 
 def test_the_stored_table_lists_the_cpu_versions_in_order():
-    cell = one_cell("print('rows:', list(cpu_rows))")
+    cell = one_cell("print('rows:', names)")
     stored = next(c for c in code_cells(LESSON) if source(c) == cell)
     text = "".join("".join(o.get("text", "")) for o in stored["outputs"])
     assert f"rows: {CPU_VERSIONS}" in text or f"rows: {CPU_VERSIONS + [BFLOAT16]}" in text
@@ -85,7 +85,7 @@ def test_the_gpu_versions_add_one_fix_at_a_time():
 
 def test_every_fix_is_a_switch_of_the_loop():
     switched = "".join(one_cell(m) for m in ("def batches(", "def model_and_optimizer(", "def train(job", "def gpu_run("))
-    for fix in ("data", "waits", "fused", "autocast", "compile", "graphs", "tf32"):
+    for fix in ("data", "waits", "fused", "sdpa", "autocast", "compile", "graphs", "tf32"):
         assert f"'{fix}' in fixes" in switched or f"'{fix}' not in fixes" in switched, fix
 
 
@@ -265,3 +265,29 @@ def test_the_teachers_page_quotes_the_models_numbers():
     assert f"{h200['autocast_ms']['value']:.1f} and {t4['autocast_ms']['value']:.0f} with 16-bit autocast" in page
     h200, t4 = (expected_for("13-gpu-picture", gpu).items[0] for gpu in gpu_models.reference_gpus())
     assert f"{h200['value']:.0f}x on an H200" in page and f"{t4['value']:.1f}x on a T4" in page
+
+
+def test_attention_in_one_operation_is_the_attention_written_out():
+    """gpt.py's sdpa switch (F.scaled_dot_product_attention, is_causal=True) computes what the written-out
+    attention with the causal mask computes, up to float32 rounding."""
+    torch.manual_seed(0)
+    attention = _gpt()["Attention"](32, 2)
+    x, mask = torch.randn(4, 16, 32), torch.ones(16, 16, dtype=torch.bool).triu(1)
+    written = attention(x, mask)
+    attention.sdpa = True
+    torch.testing.assert_close(attention(x, mask), written, rtol=1e-5, atol=1e-6)
+
+
+def test_the_sdpa_count_never_writes_the_scores():
+    """With attention in one operation, no kernel of the step reads or writes the T x T scores, and the
+    causal kernels do about half the products' FLOPs: forward 1 of 2 products' worth, backward 2.5 of 5
+    (it computes the scores again), against 2 and 4 written out: 7/12."""
+    from d2l_utils.expectations import lesson13
+    sizes = dict(vocab=17, d=64, depth=2, heads=4, seq=40, batch=8)      # scores: no multiple of b*t*d
+    scores = sizes["batch"] * sizes["heads"] * sizes["seq"] ** 2
+    plain, fused = (lesson13.step_kernels(**sizes, sdpa=sdpa) for sdpa in (False, True))
+    assert any(n == scores for k in plain for n, _ in k.tensors)
+    assert not any(n == scores for k in fused for n, _ in k.tensors)
+    attention = lambda kernels: sum(k.flops for k in kernels if k.name.startswith(("bmm", "_flash")))
+    assert 12 * attention(fused) == 7 * attention(plain)
+    assert lesson13.step_bytes("16-bit", sdpa=True) < lesson13.step_bytes("16-bit")

@@ -72,20 +72,45 @@ def _layer_norm_backward(n, d):
                                                       (n * d, 'f32'), (2 * d, 'f32')))]
 
 
-def _block(j):
-    """One transformer block, forward then backward, as the lesson's gpt.py runs it."""
+def _attention(j, nd, copy):
+    """Attention in one operation (the lesson's sdpa switch, ``is_causal=True``), forward and backward: a
+    flash kernel from Ampere on, memory-efficient attention on a T4 (``aten/src/ATen/native/transformers/
+    cuda/sdp_utils.cpp``), modelled alike. The causal kernel skips the blocks above the diagonal: about half
+    of the two products' FLOPs forward, and of the five backward (it computes the scores again); it reads q,
+    k, v (and forward's output, its gradient and each row's log-sum-exp backward), never the T x T scores."""
+    t, rows = j['seq'], j['batch'] * j['heads'] * j['seq']
+    a = 2 * j['batch'] * j['heads'] * t * t * (j['d'] // j['heads'])     # one T x T x d/heads product
+    forward = [Kernel('_flash_attention_forward', a, ((3 * nd, 'act'), (nd, 'act'), (rows, 'f32')))]
+    backward = [Kernel('_flash_attention_backward', 5 * a // 2,
+                       ((5 * nd, 'act'), (rows, 'f32'), (2 * nd, 'f32'), (3 * nd, 'act')))]   # dq summed in float32
+    return forward, backward
+
+
+def _block(j, sdpa=False):
+    """One transformer block, forward then backward, as the lesson's gpt.py runs it (``sdpa``: with
+    attention in one operation)."""
     n, d, t = j['batch'] * j['seq'], j['d'], j['seq']
     s = j['batch'] * j['heads'] * t * t                  # the attention scores: T x T per head
     a = 2 * s * (d // j['heads'])                        # FLOPs of one of attention's two products
     nd, copy = n * d, lambda k: Kernel('clone', 0, ((k, 'act'), (k, 'act')))
-    forward = [*_layer_norm(n, d), _cast(nd), *_linear(n, d, 3 * d),
-               copy(nd), copy(nd),                                    # q and k^T made contiguous
-               Kernel('bmm', a, ((2 * nd, 'act'), (s, 'act'))),
-               Kernel('div', 0, ((s, 'act'), (s, 'act'))),
-               Kernel('masked_fill', 0, ((s, 'act'), (t * t, 'bool'), (s, 'act'))),
-               Kernel('_softmax', 0, ((s, 'act'), (s, 'f32'))),         # CUDA autocast: softmax in float32
-               _cast(s), copy(nd),                                     # the weights to 16 bits; v contiguous
-               Kernel('bmm', a, ((s, 'act'), (nd, 'act'), (nd, 'act'))),
+    attention = [copy(nd), copy(nd),                                    # q and k^T made contiguous
+                 Kernel('bmm', a, ((2 * nd, 'act'), (s, 'act'))),
+                 Kernel('div', 0, ((s, 'act'), (s, 'act'))),
+                 Kernel('masked_fill', 0, ((s, 'act'), (t * t, 'bool'), (s, 'act'))),
+                 Kernel('_softmax', 0, ((s, 'act'), (s, 'f32'))),         # CUDA autocast: softmax in float32
+                 _cast(s), copy(nd),                                     # the weights to 16 bits; v contiguous
+                 Kernel('bmm', a, ((s, 'act'), (nd, 'act'), (nd, 'act')))]
+    attention_backward = [Kernel('bmm', a, ((s, 'act'), (nd, 'act'), (nd, 'act'))),      # the gradient of v
+                          Kernel('bmm', a, ((2 * nd, 'act'), (s, 'act'))),                # of the weights
+                          _cast(s, 'f32'),
+                          Kernel('_softmax_backward_data', 0, ((2 * s, 'f32'), (s, 'act'))),
+                          Kernel('masked_fill', 0, ((s, 'act'), (t * t, 'bool'), (s, 'act'))),
+                          Kernel('div', 0, ((s, 'act'), (s, 'act'))),
+                          Kernel('bmm', a, ((nd, 'act'), (s, 'act'), (nd, 'act'))),      # of k
+                          Kernel('bmm', a, ((s, 'act'), (nd, 'act'), (nd, 'act')))]      # of q
+    if sdpa:
+        attention, attention_backward = _attention(j, nd, copy)
+    forward = [*_layer_norm(n, d), _cast(nd), *_linear(n, d, 3 * d), *attention,
                copy(nd), *_linear(n, d, d),                      # heads put back together
                Kernel('add', 0, ((nd, 'f32'), (nd, 'act'), (nd, 'f32'))),
                *_layer_norm(n, d), _cast(nd), *_linear(n, d, 4 * d),
@@ -97,14 +122,7 @@ def _block(j):
                 *_linear_backward(n, d, 4 * d), *_layer_norm_backward(n, d),
                 Kernel('add', 0, ((2 * nd, 'f32'), (nd, 'f32'))),
                 _cast(nd), *_linear_backward(n, d, d, input_cast=False), copy(nd),
-                Kernel('bmm', a, ((s, 'act'), (nd, 'act'), (nd, 'act'))),      # the gradient of v
-                Kernel('bmm', a, ((2 * nd, 'act'), (s, 'act'))),                # of the weights
-                _cast(s, 'f32'),
-                Kernel('_softmax_backward_data', 0, ((2 * s, 'f32'), (s, 'act'))),
-                Kernel('masked_fill', 0, ((s, 'act'), (t * t, 'bool'), (s, 'act'))),
-                Kernel('div', 0, ((s, 'act'), (s, 'act'))),
-                Kernel('bmm', a, ((nd, 'act'), (s, 'act'), (nd, 'act'))),      # of k
-                Kernel('bmm', a, ((s, 'act'), (nd, 'act'), (nd, 'act'))),      # of q
+                *attention_backward,
                 Kernel('stack', 0, ((3 * nd, 'act'), (3 * nd, 'act'))), copy(3 * nd),
                 *_linear_backward(n, d, 3 * d), *_layer_norm_backward(n, d),
                 Kernel('add', 0, ((2 * nd, 'f32'), (nd, 'f32')))]
@@ -135,10 +153,11 @@ def _outside(vocab, d, seq, batch, parts=False):
 
 
 @functools.lru_cache(maxsize=None)
-def step_kernels(vocab, d, depth, heads, seq, batch):
+def step_kernels(vocab, d, depth, heads, seq, batch, sdpa=False):
     """The kernels of one forward and backward pass of the lesson's GPT, in order, as a tuple of
-    ``Kernel``s; the ones marked 'autocast' run only under 16-bit autocast."""
-    forward, backward = _block(dict(d=d, heads=heads, seq=seq, batch=batch))
+    ``Kernel``s; the ones marked 'autocast' run only under 16-bit autocast. ``sdpa``: attention in one
+    operation."""
+    forward, backward = _block(dict(d=d, heads=heads, seq=seq, batch=batch), sdpa)
     embed, head, embed_backward = _outside(vocab, d, seq, batch, parts=True)
     return tuple(embed + forward * depth + head + backward * depth + embed_backward)
 
@@ -182,27 +201,27 @@ def _roofline(kernels, gpu, dtype, autocast, m, s):
 
 
 @functools.lru_cache(maxsize=None)
-def _products():
-    """The matrix products of one block, forward and backward."""
-    forward, backward = _block(JOB)
+def _products(sdpa=False):
+    """The matrix products of one block, forward and backward (with ``sdpa``, attention's kernels)."""
+    forward, backward = _block(JOB, sdpa)
     return tuple(k for k in forward + backward if k.flops)
 
 
-def _fused_bytes():
+def _fused_bytes(sdpa=False):
     """The bytes a compiled block's fused kernels move: what its products take and make, once more,
     and 13 passes over the float32 residual stream."""
-    return sum(kernel_bytes(k, True) for k in _products()) + 13 * 4 * JOB['batch'] * JOB['seq'] * JOB['d']
+    return sum(kernel_bytes(k, True) for k in _products(sdpa)) + 13 * 4 * JOB['batch'] * JOB['seq'] * JOB['d']
 
 
 @functools.lru_cache(maxsize=None)
-def gpu_work(precision, gpu_key, m, s):
+def gpu_work(precision, gpu_key, m, s, sdpa=False):
     """A forward and backward pass of the GPU job on ``gpu_key``: (seconds by the roofline, kernels,
     each an operation the host calls). ``precision``: 'float32', 'tf32', '16-bit' (autocast; float16 on a
-    GPU without bfloat16) or 'compiled' (16-bit, each block compiled)."""
+    GPU without bfloat16) or 'compiled' (16-bit, each block compiled); ``sdpa``: attention in one operation."""
     if precision not in ('float32', 'tf32', '16-bit', 'compiled'):
         raise ValueError(f"precision must be 'float32', 'tf32', '16-bit' or 'compiled', got {precision!r}")
     gpu = gpu_models.DATASHEET[gpu_key]
-    kernels = step_kernels(**JOB)
+    kernels = step_kernels(**JOB, sdpa=sdpa)
     if precision in ('float32', 'tf32'):
         dtype = 'tf32' if precision == 'tf32' and 'tf32' in gpu.peak_flops else 'float32'
         return _roofline([k for k in kernels if k.only is None], gpu, dtype, False, m, s)
@@ -212,23 +231,24 @@ def gpu_work(precision, gpu_key, m, s):
     # Compiled blocks: the products stay (cuBLAS); between them Inductor fuses the rest, so each tensor
     # a product takes or makes is written once and read once more, and the float32 residual stream
     # (batch x seq x d) is read or written 13 times a block, forward and backward. The rest stays eager.
-    products = _products()
+    products = _products(sdpa)
     mm, _ = _roofline(products, gpu, low, True, m, s)
     rest = _outside(JOB['vocab'], JOB['d'], JOB['seq'], JOB['batch'])           # embeddings, head, loss
     outside, n_out = _roofline(rest, gpu, low, True, m, s)
-    block = mm + _fused_bytes() / (s * gpu.memory_bytes_per_s)
+    block = mm + _fused_bytes(sdpa) / (s * gpu.memory_bytes_per_s)
     return JOB['depth'] * block + outside, JOB['depth'] * 2 * len(products) + n_out   # a fused kernel per product
 
 
-def step_bytes(precision):
-    """The bytes a forward and backward pass moves: 'float32', '16-bit' or 'compiled'."""
-    kernels = step_kernels(**JOB)
+def step_bytes(precision, sdpa=False):
+    """The bytes a forward and backward pass moves: 'float32', '16-bit' or 'compiled' (``sdpa``: attention
+    in one operation)."""
+    kernels = step_kernels(**JOB, sdpa=sdpa)
     if precision == 'float32':
         return sum(kernel_bytes(k) for k in kernels if k.only is None)
     if precision == '16-bit':
         return sum(kernel_bytes(k, True) for k in kernels)
     outside = _outside(JOB['vocab'], JOB['d'], JOB['seq'], JOB['batch'])
-    block = sum(kernel_bytes(k, True) for k in _products()) + _fused_bytes()
+    block = sum(kernel_bytes(k, True) for k in _products(sdpa)) + _fused_bytes(sdpa)
     return JOB['depth'] * block + sum(kernel_bytes(k, True) for k in outside)
 
 
@@ -248,8 +268,9 @@ VERSIONS = {
     '+ TF32 matmuls': (('data', 'waits'), 'tf32'),
     '16-bit autocast, not TF32': (('data', 'waits'), '16-bit'),
     '+ fused AdamW': (('data', 'waits', 'fused'), '16-bit'),
-    '+ torch.compile (blocks)': (('data', 'waits', 'fused'), 'compiled'),
-    '+ CUDA Graphs': (('data', 'waits', 'fused', 'graphs'), 'compiled'),
+    '+ attention in one op': (('data', 'waits', 'fused', 'sdpa'), '16-bit'),
+    '+ torch.compile (blocks)': (('data', 'waits', 'fused', 'sdpa'), 'compiled'),
+    '+ CUDA Graphs': (('data', 'waits', 'fused', 'sdpa', 'graphs'), 'compiled'),
 }
 LOOP_OPS = 8          # the loop's own operations a step: the batch's copies, mask, positions, the loss stored
 
@@ -286,7 +307,7 @@ def _parts(version, gpu, p):
     """A step of ``version`` under the assumptions ``p``: the seconds kernels run, the GPU's seconds,
     the host's (its operations), the data path's, the waits, and what each wait costs the GPU after it."""
     fixes, precision = _version(version)
-    busy, kernels = gpu_work(precision, gpu.key, p['matmul_share'], p['memory_share'])
+    busy, kernels = gpu_work(precision, gpu.key, p['matmul_share'], p['memory_share'], 'sdpa' in fixes)
     opt, opt_ops = optimizer_work('fused' in fixes, gpu, p['memory_share'])
     waits, ops, bw = waits_per_step(version), kernels, p['memory_share'] * gpu.memory_bytes_per_s
     if precision in ('16-bit', 'compiled') and 'bfloat16' not in gpu.peak_flops:
@@ -295,7 +316,7 @@ def _parts(version, gpu, p):
         opt, opt_ops, waits = opt + 8 * parameters(JOB) / bw, opt_ops + 3, waits + ('fused' not in fixes)
     gpu_s = busy + opt + (kernels + opt_ops) * p['kernel_gap_s']
     if 'graphs' in fixes:                      # one replay per block and pass; the first input copied in
-        ops -= JOB['depth'] * (2 * len(_products()) - 2)
+        ops -= JOB['depth'] * (2 * len(_products('sdpa' in fixes)) - 2)
         gpu_s += 2 * 8 * JOB['batch'] * JOB['seq'] * JOB['d'] / bw
     host = (ops + opt_ops + LOOP_OPS) * p['launch_s']
     resume = p['copy_latency_s'] + opt_ops * p['launch_s']     # a wait, then the optimizer's launches
@@ -364,7 +385,8 @@ def _versions(e, gpu):
     t4 = 'bfloat16' not in gpu.peak_flops
     data = _central(lambda p: 1e3 * data_seconds((), p))
     f32 = _central(lambda p: 1e3 * step('+ no host waits', gpu, p))
-    e.note('The data path, then float32 products set the pace; TF32 and 16-bit cut those (the T4 has no TF32).')
+    e.note('The data path, then float32 products set the pace; TF32 and 16-bit cut those (the T4 has no TF32); '
+           'attention in one operation no longer writes the T x T scores.')
     e.number('as_written_ms', "'as written'", _ms('as written', gpu,
              f'host {data:.0f} ms, then GPU {f32:.0f} ms; range: host speed'))
     e.number('data_ms', "'+ data encoded once'", _ms('+ data encoded once', gpu,
@@ -376,13 +398,18 @@ def _versions(e, gpu):
              'float16; the GradScaler waits once a step' if t4 else 'bfloat16; ' + SHARES))
     e.number('fused_ms', "'+ fused AdamW'", _ms('+ fused AdamW', gpu,
              "AdamW's 21 passes become 7" + ('; no GradScaler wait' if t4 else '; ' + SHARES)))
+    gb = {sdpa: step_bytes('16-bit', sdpa) / 1e9 for sdpa in (False, True)}
+    e.number('sdpa_ms', "'+ attention in one op'", _ms('+ attention in one op', gpu,
+             f"{'memory-efficient' if t4 else 'flash'} attention: {gb[True]:.0f} GB moved a step instead of "
+             f"{gb[False]:.0f}; " + SHARES))
 
 
 @expectation('13-gpu-compile', how='model')
 def _compile(e, gpu):
-    gb = {precision: step_bytes(precision) / 1e9 for precision in ('16-bit', 'compiled')}
-    e.note('Compiled, a block keeps its matrix products and fuses what lies between them (layer norms, '
-           'GELU, softmax and mask, casts). CUDA Graphs add little: the GPU, not the host, sets the pace.')
+    gb = {precision: step_bytes(precision, sdpa=True) / 1e9 for precision in ('16-bit', 'compiled')}
+    e.note('Compiled, a block keeps its matrix products and attention kernel and fuses what lies between them '
+           '(layer norms, GELU, casts, residual additions). CUDA Graphs add little: the GPU, not the host, sets '
+           'the pace.')
     e.note("The first run's compile time depends on the host's CPU cores: it is not predicted. " + RANGES)
     e.number('compiled_ms', "'+ torch.compile (blocks)'", _ms('+ torch.compile (blocks)', gpu,
              f"{gb['compiled']:.0f} GB moved a step instead of {gb['16-bit']:.0f}; " + SHARES))
