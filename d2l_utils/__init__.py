@@ -12,11 +12,13 @@ what a GPU shows; ``expectations/`` says, for every GPU-only cell, what it is ex
 show (``d2l.check_expected`` compares it with a measurement on a GPU); ``recordings.py``
 gives GPU-only cells their fallback, ``d2l.show_recording``, which shows on a machine
 without a GPU the expectation and, once one is installed, what the cell printed on real
-hardware.
+hardware. ``calculators.py`` puts those models behind sliders (``ipywidgets``) in lessons 3, 8,
+10 and 12.
 """
 from .lessons import *  # noqa: F401,F403
 from .lessons import __all__ as _lesson_names
 from .expectations import check_expected  # noqa: F401
 from .recordings import show_recording  # noqa: F401
+from . import calculators  # noqa: F401,E402  (d2l.calculators.memory_calculator(), ...)
 
 __all__ = [*_lesson_names, 'show_recording', 'check_expected']
