@@ -49,3 +49,8 @@ def pytest_runtest_teardown(item, nextitem):
     yield
     if item.path in _held and (nextitem is None or nextitem.path != item.path):
         _held.pop(item.path).close()                # closing the file releases the lock
+
+
+# The Chinese edition (notebooks/zh/) is generated from the English lessons and their stored
+# outputs; tests/test_zh.py compares it with them. pytest must not execute it a second time.
+collect_ignore = ["notebooks/zh"]

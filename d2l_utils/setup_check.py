@@ -381,9 +381,13 @@ def run(checks=CHECKS, out=print):
             break                                   # the rest needs them
     fails = [r for r in results if r[0] == FAIL]
     notes = [r for r in results if r[0] == NOTE]
+    # The verdict in Chinese first (for the Chinese edition's readers), then in English, last.
     if fails:
+        out(f'未就绪：请先解决 {", ".join(r[1] for r in fails)}（见上文各行），然后重新运行本检查。')
         out(f'NOT READY: fix {", ".join(r[1] for r in fails)} (see above), then run this again.')
         return 1
+    out('就绪' + (f'（有提示：{", ".join(r[1] for r in notes)}）' if notes else '') +
+        '：用 `jupyter lab notebooks/zh/` 打开中文版课程（或在 Colab、Binder 上打开）。')
     out('READY' + (f' (with notes: {", ".join(r[1] for r in notes)})' if notes else '') +
         ': open the course with `jupyter lab notebooks/` (or the lessons on Colab or Binder).')
     return 0

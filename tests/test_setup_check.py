@@ -20,7 +20,7 @@ def test_its_verdict_here_matches_what_is_installed():
     done = subprocess.run([sys.executable, "-m", "d2l_utils.setup_check"], capture_output=True, text=True,
                           timeout=180, cwd=ROOT)
     lines = done.stdout.splitlines()
-    assert len(lines) == len(setup_check.CHECKS) + 1 and done.stderr == "", done.stdout + done.stderr
+    assert len(lines) == len(setup_check.CHECKS) + 2 and done.stderr == "", done.stdout + done.stderr   # + the verdict, in Chinese and English
     if has_lab:
         assert done.returncode == 0 and lines[-1].startswith("READY"), done.stdout
     else:
@@ -43,7 +43,16 @@ def test_notes_do_not_stop_the_course_and_a_broken_check_is_a_failure():
     def broken():
         raise OSError("disk")
     assert setup_check.run([("helpers", broken)], out=printed.append) == 1
-    assert "the check itself failed: OSError: disk" in printed[-2]
+    assert "the check itself failed: OSError: disk" in printed[-3]
+
+
+def test_the_verdict_is_also_said_in_chinese_just_before_the_english_one():
+    printed = []
+    setup_check.run([("accelerator", lambda: (setup_check.NOTE, "no GPU"))], out=printed.append)
+    assert printed[-2].startswith("就绪（有提示：accelerator）") and "notebooks/zh/" in printed[-2]
+    printed.clear()
+    setup_check.run([("JupyterLab", lambda: (setup_check.FAIL, "missing"))], out=printed.append)
+    assert printed[-2].startswith("未就绪：请先解决 JupyterLab")
 
 
 def torch_lower_bound():

@@ -336,8 +336,9 @@ def _slide_problems(slide, cell_ids, nb, index, kinds, hidden, number, total):
     return problems
 
 
-def _show_lesson(page, base, token, path):
+def _show_lesson(page, base, token, path, where="notebooks", shots=None):
     """Open one lesson as a slideshow and go through it; its slide count and its problems."""
+    shots = shots or path.stem
     nb = nbformat.read(path, as_version=4)
     index = {c.id: i for i, c in enumerate(nb.cells)}
     kinds = {c.id: c.metadata.get("slideshow", {}).get("slide_type", "-") for c in nb.cells}
@@ -348,7 +349,7 @@ def _show_lesson(page, base, token, path):
         slides.cell_height(nb.cells[index[i]], i in hidden) for i in expected[k]))
     every = os.environ.get("COURSE_SLIDE_SHOTS", "") == "all"
 
-    page.goto(f"{base}/rise/notebooks/{path.name}?token={token}")
+    page.goto(f"{base}/rise/{where}/{path.name}?token={token}")
     page.locator(".reveal.ready .slides > section > section").first.wait_for(state="attached")
     ids = page.eval_on_selector_all(".reveal .slides > section > section", "s => s.map(x => x.id)")
     if len(ids) != len(expected):
@@ -367,7 +368,7 @@ def _show_lesson(page, base, token, path):
         if found or k in (0, fullest) or every:
             for _ in range(sum(kinds[i] == "fragment" for i in cell_ids)):
                 page.keyboard.press("Space")             # everything on it, as the audience sees it
-            page.screenshot(path=ARTIFACTS / f"slides_{path.stem}_{k + 1:02d}.png")
+            page.screenshot(path=ARTIFACTS / f"slides_{shots}_{k + 1:02d}.png")
     return len(ids), problems
 
 
@@ -384,6 +385,8 @@ def slideshow(tmp_path_factory):
         if slides.css_path(path).exists():
             shutil.copy(slides.css_path(path), served)
     shutil.copy(RISE_CSS, served)
+    if ZH_NOTEBOOKS:                               # the Chinese edition, with its own copies of the CSS
+        shutil.copytree(ZH, served / "zh")
     _rise_settings(tmp / "settings")
     with jupyterlab(served.parent, tmp) as (base, token), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -408,3 +411,23 @@ def test_every_lesson_as_a_slideshow_fits_the_screen_at_the_larger_type(slidesho
         _end_sessions(base, token)
     print(f"{path.stem}: {count} slides walked in {time.perf_counter() - start:.1f} s")
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+ZH = ROOT / "notebooks" / "zh"
+ZH_NOTEBOOKS = sorted(ZH.glob("*.ipynb"))
+
+
+@slow("5-15 s a lesson in Chromium")
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=lambda p: "zh_" + p.name)
+def test_every_chinese_lesson_as_a_slideshow_fits_the_screen(slideshow, path):
+    """The Chinese decks have the English decks' slides (the same cell metadata); their text
+    is another, so each is walked too."""
+    page, base, token, served = slideshow
+    for old in ARTIFACTS.glob(f"slides_zh_{path.stem}_*.png"):
+        old.unlink()
+    try:
+        count, problems = _show_lesson(page, base, token, served / "zh" / path.name,
+                                       where="notebooks/zh", shots=f"zh_{path.stem}")
+    finally:
+        _end_sessions(base, token)
+    assert not problems, f"zh/{path.name}:\n" + "\n".join(problems)
