@@ -78,8 +78,9 @@ def test_bad_index_is_a_clear_error(accelerators, bad, error, message):
 UUIDS = ["GPU-aa11-0000", "GPU-aa22-0000", "GPU-bb33-0000", "GPU-cc44-0000"]
 
 
-def _fake_pynvml(free_by_index, fail_at=None, uuids=UUIDS, as_bytes=False):
-    """A stand-in for nvidia-ml-py: GPU i has UUID uuids[i] and free_by_index[i] bytes free.
+def _fake_pynvml(free_by_index, fail_at=None, uuids=UUIDS, as_bytes=False, busy=None):
+    """A stand-in for nvidia-ml-py: GPU i has UUID uuids[i], free_by_index[i] bytes free and
+    busy[i] % utilisation (0 % for every GPU unless given).
 
     ``fail_at`` names the NVML call that raises (a permission error, a subclass of
     NVMLError as in pynvml).
@@ -107,6 +108,8 @@ def _fake_pynvml(free_by_index, fail_at=None, uuids=UUIDS, as_bytes=False):
         "uuid", lambda h: uuids[h].encode() if as_bytes else uuids[h])
     mod.nvmlDeviceGetMemoryInfo = call(
         "memory", lambda h: types.SimpleNamespace(free=free_by_index[h]))
+    mod.nvmlDeviceGetUtilizationRates = call(
+        "utilization", lambda h: types.SimpleNamespace(gpu=(busy or [0] * len(free_by_index))[h], memory=0))
     return mod
 
 
@@ -127,6 +130,26 @@ def test_least_busy_gpus_returns_uuids_freest_first(nvml):
     assert d2l.least_busy_gpus(3) == [UUIDS[1], UUIDS[2], UUIDS[3]]
     assert d2l.least_busy_gpus(9) == [UUIDS[1], UUIDS[2], UUIDS[3], UUIDS[0]]   # no more than there are
     assert fake.calls.count("init") == fake.calls.count("shutdown") == 3
+
+
+def test_least_busy_gpus_ranks_by_utilisation_then_free_memory(nvml):
+    nvml([40, 10, 30, 20], busy=[97, 0, 0, 35])       # GPU 0: computing, most memory free
+    assert d2l.least_busy_gpus(4) == [UUIDS[2], UUIDS[1], UUIDS[3], UUIDS[0]]
+    assert d2l.least_busy_gpus(1) == [UUIDS[2]]       # idle, and more free than GPU 1
+
+
+def test_least_busy_gpus_ranks_within_cuda_visible_devices_by_load(nvml, monkeypatch):
+    nvml([40, 10, 30, 20], busy=[97, 0, 0, 35])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,3,1")
+    assert d2l.least_busy_gpus(3) == [UUIDS[1], UUIDS[3], UUIDS[0]]
+
+
+def test_rank_by_load_orders_and_keeps_ties():
+    cards = [("a", 50, 10), ("b", 0, 5), ("c", 0, 9), ("d", 50, 10), ("e", 0, 9)]
+    assert d2l.rank_by_load(cards) == ["c", "e", "b", "a", "d"]
+    assert d2l.rank_by_load([]) == []
+    with pytest.raises(TypeError, match="tuple, not str"):
+        d2l.rank_by_load(["GPU-aa11", "GPU-bb33"])          # UUIDs alone: no load to rank by
 
 
 def test_least_busy_gpus_answer_is_a_cuda_visible_devices_value(nvml):
@@ -166,7 +189,7 @@ def test_least_busy_gpus_ties_keep_the_listed_order(nvml, monkeypatch):
     assert d2l.least_busy_gpus(3) == [UUIDS[2], UUIDS[0], UUIDS[1]]
 
 
-@pytest.mark.parametrize("fail_at", ["init", "count", "handle", "uuid", "memory"])
+@pytest.mark.parametrize("fail_at", ["init", "count", "handle", "uuid", "utilization", "memory"])
 def test_least_busy_gpus_gives_up_on_any_nvml_error(nvml, fail_at):
     fake = nvml([10, 40], fail_at=fail_at)
     assert d2l.least_busy_gpus(2) == []

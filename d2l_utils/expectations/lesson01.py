@@ -166,3 +166,26 @@ def _(e, gpu):
            'more on a card with more SMs. It has run no kernel, and kernels load lazily, so none '
            'is loaded yet.')
     e.number('context_mib', 'a child\'s CUDA context', context_bytes(gpu).scaled(1 / MiB, 'MiB'))
+
+
+@expectation('01-set-device', how='source')
+def _(e, gpu):
+    e.note('After set_device(last), the current GPU, a tensor on the bare cuda and a new stream are '
+           'on the last GPU (cuda:0 on a one-GPU machine such as the H200 or a Colab T4), while '
+           "'cuda:0' still means GPU 0.")
+    e.text('follow', "current_device(), 'cuda' and a new Stream follow set_device", 'True',
+           why='torch/cuda/__init__.py: set_device calls _cuda_setDevice (cudaSetDevice); '
+               'current_device() and Stream() without a device use the current GPU, and '
+               'aten/src/ATen/cuda/EmptyTensor.cpp puts a bare cuda tensor on it')
+    e.text('explicit', "a tensor on 'cuda:0' stays on GPU 0", 'True',
+           why='c10/core/Device.h: an explicit index is used as it is')
+
+
+@expectation('01-oom-retry', how='source')
+def _(e, gpu):
+    e.note('With 60 % of the free memory cached, asking for 70 % succeeds: cudaMalloc fails once, '
+           'the allocator frees its cached blocks itself and retries, and counts one retry.')
+    e.text('retries', 'retries counted (num_alloc_retries)', '1',
+           why='c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator::malloc): alloc_block '
+               'fails, release_cached_blocks frees the unsplit cached block, alloc_block(isRetry=true) '
+               'adds 1 to num_alloc_retries and succeeds')

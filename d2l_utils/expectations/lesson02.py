@@ -83,3 +83,32 @@ def _(e, gpu):
     e.text('gpu_after_write', 'the GPU tensor after writing to the array', str(g.tolist()), how='source',
            why='aten/src/ATen/native/TensorConversions.cpp: to another device (_to_copy) makes a '
                'new tensor, so the array shares nothing with the GPU')
+
+
+@expectation('02-two-gpus', how='source')
+def _(e, gpu):
+    e.note('Two GPUs are two devices: an elementwise operation on cuda:0 and cuda:1 fails in '
+           'TensorIterator; copying one operand first (to, copy_) works.')
+    e.text('message', 'cuda:0 + cuda:1: RuntimeError', ITERATOR_MESSAGE.replace('and cpu!', 'and cuda:1!'),
+           why='aten/src/ATen/TensorIterator.cpp (compute_types): the first operand sets the common '
+               'device, cuda:0, and the one on cuda:1 fails; the same text in 2.11 and 2.13')
+    e.text('device', 'a + b.to(a.device) is on', 'cuda:0',
+           why='to() copies b to cuda:0, so both operands share a device (Copy.cu copies between GPUs)')
+    e.text('values', 'its values', str((torch.ones(3) + torch.ones(3)).tolist()), how='simulated',
+           why='the sum computed on this CPU')
+
+
+@expectation('02-cpu-index-waits', how='source')
+def _(e, gpu):
+    e.note('A CPU index tensor is copied to the GPU with a blocking copy, which waits for all the '
+           'work queued on the stream; a CPU mask is sent from pinned memory without a wait.')
+    e.text('index_waits', 'CPU index: the host waited', 'True',
+           why='aten/src/ATen/native/IndexingUtils.h (expandTensors): index.to(self.device()), '
+               'non_blocking=False; aten/src/ATen/native/cuda/Copy.cu then calls memcpy_and_sync, '
+               'which warns in sync debug mode (c10/cuda/CUDAFunctions.h)')
+    e.text('done_after_index', 'CPU index: the queued work was done', 'True',
+           why='memcpy_and_sync (c10/cuda/CUDAFunctions.h) ends with cudaStreamSynchronize: the '
+               'whole stream, the event recorded before the copy included')
+    e.text('mask_waits', 'CPU mask: the host waited', 'False',
+           why='aten/src/ATen/native/IndexingUtils.h (expandTensors): a mask\'s nonzero() goes to '
+               'pinned memory and .to(self.device(), non_blocking=True): no synchronisation')
