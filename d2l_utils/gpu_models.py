@@ -125,6 +125,10 @@ ASSUMPTIONS = {
     'skinny_tf32_share': (0.2, 0.2, 0.2,
                           'the least share of the TF32 peak a skinny product reaches (a convolution '
                           "as pixels x 64 channels of 576 terms fills the tensor cores' tiles poorly)"),
+    'misaligned_matmul_share': (0.7, 0.25, 1.0,
+                                'the rate of a 16-bit product whose rows are not multiples of 16 bytes (n = 4095), '
+                                'as a share of n = 4096: cuBLAS then picks kernels with narrower loads; NVIDIA '
+                                'publishes no figure for current GPUs (uncertain, hence wide)'),
     'kernel_gap_s': (2e-6, 1e-6, 5e-6,
                      "a kernel's cost to the GPU beyond its roofline time (starting it, ending it, "
                      'starting the next one queued behind it): all a tiny kernel takes; more at lower clocks'),
@@ -164,6 +168,14 @@ ASSUMPTIONS = {
                               "NCCL's time for a tiny all-reduce between two GPUs on NVLink"),
     'nccl_latency_pcie_s': (25e-6, 8e-6, 80e-6,
                             "NCCL's time for a tiny all-reduce between two GPUs over PCIe"),
+    # --- copies between two GPUs (lesson 3)
+    'peer_nvlink_share': (0.8, 0.5, 0.95,
+                          'the share of one direction of NVLink that a large copy between two GPUs with '
+                          "peer access reaches (the copy engines' DMA; NVLink's packet headers)"),
+    'peer_pcie_share': (0.6, 0.2, 0.97,
+                        'the share of one direction of PCIe that a large copy between two GPUs reaches: '
+                        'peer to peer through a PCIe switch, or staged through host memory where peer '
+                        'access is off (common in VMs), which can halve it or worse'),
 }
 
 

@@ -419,3 +419,17 @@ def _(e, gpu):
         8, 4, 30, 'segments', '2 MiB segments for ~7 MB of tensors, + cuBLAS workspaces'))
     e.number('size_kib', 'snapshot file', gpu_models.Estimate(
         events * 4, events, events * 16, 'KiB', 'a Python stack of 30-40 frames per event'))
+
+
+@expectation('08-memory-summary', how='source')
+def _(e, gpu):
+    alloc = Allocator()
+    alloc.free(alloc.malloc(100 * MiB))                              # a tensor of 100 MiB, freed
+    e.note('memory_summary() prints memory_stats() as a table; max_memory_reserved() keeps the peak of the '
+           "reserved memory: the freed tensor's segment stays reserved.")
+    e.text('summary', 'memory_summary(abbreviated=True)',
+           ['PyTorch CUDA memory summary, device ID', 'CUDA OOMs:', 'cudaMalloc retries:',
+            'Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed', 'GPU reserved memory',
+            'Non-releasable memory'], why='the lines memory_summary writes (torch/cuda/memory.py)')
+    e.number('peak_reserved_mib', 'rise of max_memory_reserved()', _exact(alloc.reserved / MiB, 'MiB'),
+             how='simulated')

@@ -304,3 +304,27 @@ def _train_step(e, gpu):
         e.number(f'{mode}_peak_gib', f'{label}, peak above the level before the cell',
                  Estimate(peak, peak - 0.125, peak + 0.125, 'GiB',
                           'model, batch and the step at its fullest, tensor by tensor; ± 128 MiB'))
+
+
+# ---- what autocast refuses, and shapes for tensor cores -------------------------------------------
+
+@expectation('09-bce-banned', how='source')
+def _bce_banned(e, gpu):
+    e.note('CUDA autocast registers binary_cross_entropy as banned: it raises, on any GPU; the version with '
+           'logits is on the float32 list.')
+    e.text('message', 'binary_cross_entropy under autocast',
+           ['torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast',
+            'binary_cross_entropy_with_logits'],
+           why='binary_cross_entropy_banned in aten/src/ATen/autocast_mode.cpp')
+    e.text('fixed_dtype', 'binary_cross_entropy_with_logits returns', 'torch.float32',
+           why='AT_FORALL_FP32 (binary_cross_entropy_with_logits) in aten/src/ATen/autocast_mode.h')
+
+
+@expectation('09-matmul-shapes', how='model')
+def _matmul_shapes(e, gpu):
+    e.note('n = 4096 runs at the rate of the 8192 product; 4095 and 4097 put rows off the 16-byte boundary, '
+           "and cuBLAS's narrower kernels run slower: by how much no datasheet says (a wide range).")
+    e.number('aligned_tflops', 'float16, n = 4096', matmul_tflops(4096, gpu, 'float16'))
+    share = gpu_models.assumption('misaligned_matmul_share', '%').scaled(100)
+    for name, n in (('minus_one_percent', 4095), ('plus_one_percent', 4097)):
+        e.number(name, f'float16, n = {n}, as a share of n = 4096', share)
