@@ -157,7 +157,8 @@ def training_memory_per_gpu(shape="lesson 8's GPT (1.04B)", precision='float32',
     ``batch`` sequences of ``seq`` tokens per GPU, as {row: bytes}. Lesson 8's counts (states by
     ``training_memory``'s rule, activations as its cells measure them) and lesson 12's sharding:
     DDP keeps every state on every GPU and a copy of the gradients in its buckets; FSDP keeps
-    1/N of each state, and gathers a block's parameters (and prefetches the next one's)."""
+    1/N of each state, and gathers the root's and a block's parameters whole (prefetching the next
+    block's, which lesson 12 names, is not counted)."""
     shape = SHAPES[_choice(shape, 'model', list(SHAPES))] if isinstance(shape, str) else tuple(shape)
     vocab, d, depth, heads = (_positive(x, n, integer=True) for x, n in zip(shape, ('V', 'D', 'L', 'H')))
     if d % heads:
@@ -178,8 +179,12 @@ def training_memory_per_gpu(shape="lesson 8's GPT (1.04B)", precision='float32',
     if parallel == 'DDP':
         rows["DDP's gradient buckets"] = n * param_b
     if parallel == 'FSDP' and gpus > 1:
+        # Gathered whole at a block's forward (lesson 12 counts it): the root's parameters (embedding,
+        # output layer, final norm), which stay whole after the forward, and the block's; in the
+        # backward, a block's whole gradients before their reduce-scatter.
         block = (12 * d * d + 13 * d) * param_b
-        rows['gathered blocks (FSDP)'] = 3 * block     # this block, the prefetched one, and a block's gradients
+        rows['gathered at a forward (FSDP)'] = (2 * vocab * d + 2 * d) * param_b + block
+        rows["a block's gradients (FSDP)"] = block
     rows['masks'] = depth * seq * seq
     rows['activations'] = batch * _per_sequence((vocab, d, depth, heads), precision, seq, checkpointing)
     return {k: v for k, v in rows.items() if v}
