@@ -44,6 +44,16 @@ MARKER = re.compile(r"^<!-- (cell|code) (\S+) en:([0-9a-f]{12}) -->$", re.M)
 COLAB = "colab.research.google.com/github/d2l-gpu/gpu-course/blob/main/notebooks/"
 
 
+CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"      # CJK punctuation, ideographs, full-width forms
+SOFT_BREAK = re.compile(f"(?<=[{CJK}])\n(?=[{CJK}])")
+
+
+def joined(text):
+    """A translation with its line breaks between two Chinese characters removed: markdown turns a
+    line break inside a paragraph into a space, which between Chinese characters shows as a gap."""
+    return SOFT_BREAK.sub("", text)
+
+
 def fingerprint(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -63,7 +73,7 @@ def read_translations(path):
     entries = {}
     for k, m in enumerate(marks):
         end = marks[k + 1].start() if k + 1 < len(marks) else len(text)
-        body = text[m.end():end].strip("\n")
+        body = joined(text[m.end():end].strip("\n"))
         if m[2] in entries:
             raise ValueError(f"{pathlib.Path(path).name}: cell {m[2]} is translated twice")
         entries[m[2]] = (m[1], m[3], body)
@@ -210,8 +220,9 @@ def terms_in(english):
 
 
 def glossary_problems(lesson):
-    """Cells whose translation does not use the glossary's term, and terms whose first use in a
-    lesson does not give the English beside it."""
+    """Cells whose translation lacks the glossary's term for a term its English uses, and terms
+    whose first use in the lesson (the first cell whose English uses them) gives no English
+    beside the Chinese."""
     lesson = pathlib.Path(lesson)
     nb = nbformat.read(lesson, as_version=4)
     entries = read_translations(translation_path(lesson))
@@ -219,15 +230,14 @@ def glossary_problems(lesson):
     for cell in nb.cells:
         if cell.cell_type != "markdown" or cell.id not in entries:
             continue
-        chinese_text = entries[cell.id][2]
+        chinese_text = prose(entries[cell.id][2])
         for forms, chinese in terms_in(source(cell)):
-            if chinese not in prose(chinese_text):
+            if chinese not in chinese_text:
                 found.append(f"{lesson.stem}, cell {cell.id}: the English says '{forms[0]}', "
                              f"the translation lacks {chinese}")
-        for forms, chinese in glossary():
-            if chinese in prose(chinese_text) and chinese not in introduced:
+            elif chinese not in introduced:
                 introduced.add(chinese)
-                if not any(re.search(rf"\b{re.escape(f)}\b", prose(chinese_text), re.I) for f in forms):
+                if not any(re.search(rf"\b{re.escape(f)}\b", chinese_text, re.I) for f in forms):
                     found.append(f"{lesson.stem}, cell {cell.id}: first use of {chinese} in the lesson; "
                                  f"give the English beside it, e.g. {chinese}（{forms[0]}）")
     return found
