@@ -14,7 +14,7 @@ import d2l_utils as d2l
 LESSON = ROOT / "notebooks" / "11_overlap_and_launch_overhead.ipynb"
 GPU_CELLS = {"11-copy-compute-overlap": 1, "11-prefetcher": 1, "11-pinned-buffer-reuse": 1,
              "11-record-stream": 1, "11-cuda-graph-replay": 1, "11-reduce-overhead": 1,
-             "11-graphed-callables": 1}
+             "11-graphed-callables": 1, "11-cudagraph-overwritten": 1}
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 Pair = collections.namedtuple("Pair", "x y")
 
@@ -271,3 +271,14 @@ def test_the_sync_in_capture_script_calls_item_inside_the_capture():
     texts = _expected("11-cuda-graph-replay", "H200")["sync_in_capture"]["value"]
     assert texts == ["operation not permitted when stream is capturing",
                      "operation failed due to a previous error during capture"]
+
+
+def test_the_overwritten_output_message_is_pytorchs():
+    """11-cudagraph-overwritten quotes format_dealloc_msg of torch/_inductor/cudagraph_trees.py, and
+    the lesson's fix names an API that exists (in 2.11 and 2.13 alike)."""
+    import pathlib
+    from d2l_utils.expectations import lesson11
+    source = (pathlib.Path(torch.__file__).parent / "_inductor" / "cudagraph_trees.py").read_text()
+    assert lesson11.OVERWRITTEN in source and "def mark_step_begin" in source
+    assert callable(torch.compiler.cudagraph_mark_step_begin) and callable(torch._dynamo.mark_dynamic)
+    assert torch._inductor.list_mode_options("max-autotune")["max_autotune"] is True

@@ -10,6 +10,9 @@
   the host's cost of an eager operation (``ASSUMPTIONS['launch_s']``) times the operations,
   against one graph launch while the GPU runs the same kernels back to back; and what a host
   synchronization inside a capture raises, quoted from the source.
+* The outputs of ``mode='reduce-overhead'`` (``11-cudagraph-overwritten``): what reading an output
+  after the next call raises, and the two ways to keep it, quoted from
+  ``torch/_inductor/cudagraph_trees.py``.
 
 The machine's speeds come from ``gpu_models.ASSUMPTIONS``: a launch (``launch_s``), a tiny
 kernel's time on the GPU (``kernel_gap_s``, all that such a kernel takes), a cold compile
@@ -275,3 +278,20 @@ def _(e, gpu):
     e.number('largest_difference', 'largest difference of the 5 losses, graphed against eager', Estimate(
         0, 0, 2e-5, 'absolute', 'same kernels, same order, same bits; the check allows rtol 1e-5 '
         'of losses near 1'))
+
+
+OVERWRITTEN = 'Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.'
+
+
+@expectation('11-cudagraph-overwritten', how='source')
+def _(e, gpu):
+    e.note("mode='reduce-overhead' keeps outputs in the graph's memory: the next call frees them, "
+           'unless they are cloned or the calls share one iteration marked by cudagraph_mark_step_begin().')
+    e.text('error', 'reading the first output after a second call', OVERWRITTEN, why=(
+        'format_dealloc_msg in torch/_inductor/cudagraph_trees.py, set on the freed outputs by '
+        'dealloc_current_path_weakrefs (_set_storage_access_error_msg) when a call starts a new generation'))
+    e.text('kept', 'a clone taken before the next call, against eager within tol', 'True', why=(
+        "clone() allocates outside the graph's pool (torch/_inductor/cudagraph_trees.py frees only the graph's outputs); the values are chain's"))
+    e.text('marked', 'two calls after cudagraph_mark_step_begin(): equal outputs, both readable', 'True', why=(
+        'get_curr_generation in torch/_inductor/cudagraph_trees.py: once mark_step_begin has been called, '
+        'a generation starts only at the next mark, so the first output is not freed'))
