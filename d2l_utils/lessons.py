@@ -28,6 +28,7 @@ __all__ = [
     'num_gpus',
     'try_gpu',
     'try_all_gpus',
+    'rank_by_load',
     'least_busy_gpus',
     'synchronize',
     'time_op',
@@ -143,8 +144,20 @@ def _visible_nvml_indices(value, uuids):
 
 
 # ---- from notebooks/01_devices.ipynb ----
+def rank_by_load(cards):
+    """Return the UUIDs of ``cards``, ``(uuid, utilisation %, free bytes)`` tuples, the least
+    busy first: the lowest utilisation, then the most free memory; ties keep their order.
+
+    Defined in notebooks/01_devices.ipynb.
+    """
+    cards = [checks.instance(card, 'a card', tuple, 'a (uuid, utilisation, free) tuple') for card in cards]
+    ranked = sorted(cards, key=lambda card: (card[1], -card[2]))     # stable: ties keep their order
+    return [uuid for uuid, _, _ in ranked]
+
+
 def least_busy_gpus(k=1):
-    """Return the UUIDs of up to ``k`` GPUs with the most free memory, the freest first.
+    """Return the UUIDs of up to ``k`` GPUs, the least busy first (``rank_by_load``: NVML's
+    utilisation, the share of the last sample period in which a kernel ran, then free memory).
 
     Asks NVML (``nvidia-ml-py``), which starts no CUDA. The answer is for a new process:
     put ``','.join(uuids)`` in its ``CUDA_VISIBLE_DEVICES``; a UUID names one card whatever
@@ -153,8 +166,9 @@ def least_busy_gpus(k=1):
     indices are taken as NVML's, as PyTorch's own NVML code takes them; CUDA agrees when
     its order is NVML's (with CUDA_DEVICE_ORDER=PCI_BUS_ID, in practice), and UUIDs
     leave no doubt. Returns [] when there is nothing to choose from: no ``nvidia-ml-py``, no
-    NVIDIA driver, any NVML error (a permission error too), MIG instances listed, no GPU
-    visible. Then leave ``CUDA_VISIBLE_DEVICES`` as it is.
+    NVIDIA driver, any NVML error (a permission error too, or a card that reports no
+    utilisation), MIG instances listed, no GPU visible. Then leave ``CUDA_VISIBLE_DEVICES``
+    as it is.
 
     Defined in notebooks/01_devices.ipynb.
     """
@@ -168,22 +182,22 @@ def least_busy_gpus(k=1):
     except pynvml.NVMLError:
         return []                          # no NVIDIA driver (or no NVIDIA GPU)
     try:
-        gpus = []                          # (free bytes, UUID) in NVML order
+        gpus = []                          # (UUID, utilisation %, free bytes) in NVML order
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             uuid = pynvml.nvmlDeviceGetUUID(handle)
-            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
-            gpus.append((pynvml.nvmlDeviceGetMemoryInfo(handle).free, uuid))
+            gpus.append((uuid.decode() if isinstance(uuid, bytes) else uuid,
+                         pynvml.nvmlDeviceGetUtilizationRates(handle).gpu,
+                         pynvml.nvmlDeviceGetMemoryInfo(handle).free))
     except pynvml.NVMLError:
         return []                          # e.g. no permission to query a GPU
     finally:
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-    visible = _visible_nvml_indices(os.environ.get('CUDA_VISIBLE_DEVICES'), [u for _, u in gpus])
+    visible = _visible_nvml_indices(os.environ.get('CUDA_VISIBLE_DEVICES'), [g[0] for g in gpus])
     if visible is None:
-        return []                          # MIG instances: not chosen by the card's memory
-    ranked = sorted((gpus[i] for i in visible), key=lambda g: -g[0])   # stable: ties keep order
-    return [uuid for _, uuid in ranked[:k]]
+        return []                          # MIG instances: not chosen by the card's load
+    return rank_by_load([gpus[i] for i in visible])[:k]
 
 
 # ---- from notebooks/03_copies_between_devices.ipynb ----
@@ -290,8 +304,10 @@ def train_epoch(net, data_iter, loss_fn, optimizer, device):
     """Train ``net`` for one pass over ``data_iter``; return the mean loss per example.
 
     ``net`` must already be on ``device``; each batch ``(X, y)`` from ``data_iter`` is
-    moved there. ``loss_fn(net(X), y)`` must return the mean loss of the batch. The
-    loss is accumulated on the device and read once, at the end of the epoch.
+    moved there, to a CUDA device with ``non_blocking=True`` (so that the host waits only
+    where the batch must be staged: give it pinned batches, or data already on the device).
+    ``loss_fn(net(X), y)`` must return the mean loss of the batch. The loss is accumulated
+    on the device and read once, at the end of the epoch.
 
     Defined in notebooks/05_module_placement.ipynb.
     """
@@ -303,9 +319,10 @@ def train_epoch(net, data_iter, loss_fn, optimizer, device):
         if t.device.type != device.type or device.index not in (None, t.device.index):
             raise ValueError(f'{name} is on {t.device}, not {device}: call net.to(device) first')
     net.train()
+    queue = device.type == 'cuda'        # a blocking copy to a GPU waits for all queued work
     total, count = torch.zeros((), device=device), 0
     for X, y in data_iter:
-        X, y = X.to(device), y.to(device)
+        X, y = X.to(device, non_blocking=queue), y.to(device, non_blocking=queue)
         loss = loss_fn(net(X), y)
         optimizer.zero_grad()
         loss.backward()
@@ -720,12 +737,13 @@ def tf32_matmuls(enabled=True):
 
 # ---- from notebooks/10_profiling.ipynb ----
 def roofline_bound(flops, nbytes, seconds, peak_flops, bytes_per_s, overhead_factor=10):
-    """Return 'compute', 'memory' or 'overhead': what bounds an operation that did ``flops``
-    FLOPs and moved ``nbytes`` bytes (read plus written) in ``seconds``.
+    """Return 'compute', 'memory' or 'overhead or uncounted work': what bounds an operation
+    that did ``flops`` FLOPs and moved ``nbytes`` bytes (read plus written) in ``seconds``.
 
     The roofline predicts ``max(flops / peak_flops, nbytes / bytes_per_s)`` seconds. A time
-    over ``overhead_factor`` times that is 'overhead' (fixed costs per call dominate, or
-    work the counts miss); otherwise the larger of the two predicted times names the bound.
+    over ``overhead_factor`` times that is 'overhead or uncounted work': fixed costs per call
+    dominate, or the operation does work that ``flops`` and ``nbytes`` leave out (the model
+    cannot tell which); otherwise the larger of the two predicted times names the bound.
 
     Defined in notebooks/10_profiling.ipynb.
     """
@@ -738,7 +756,7 @@ def roofline_bound(flops, nbytes, seconds, peak_flops, bytes_per_s, overhead_fac
     t_memory = nbytes / bandwidth                   # the time if memory traffic were
     predicted = max(t_compute, t_memory)            # the roofline's time
     if seconds > factor * predicted:
-        return 'overhead'                           # far slower than both ceilings allow
+        return 'overhead or uncounted work'         # far slower than both ceilings allow
     return 'compute' if t_compute >= t_memory else 'memory'
 
 
