@@ -398,7 +398,7 @@ def test_the_labs_timing_claims_match_the_stored_runs():
     assert 0.25 <= three / zero <= 0.45, "lesson 10 exercise 3: 'about a third with 3 workers'"
     serial, overlapped = _numbers(_solution_output(11, 1), r"Serial: [\d.]+ ms predicted, ([\d.]+) measured\. "
                                                            r"Overlapped: [\d.]+ ms predicted, ([\d.]+) measured")
-    assert 0.4 <= overlapped / serial <= 0.7, "lesson 11 exercise 1: 'about half'"
+    assert 0.4 <= overlapped / serial <= 0.85, "lesson 11 exercise 1: 'clearly less ... about three quarters'"
     cold, cached, measured = _numbers(_solution_output(11, 2), r"break-even: ([\d,]+) calls after a cold compile, "
                                                                r"([\d,]+) from the cache[\s\S]*break-even ([\d,]+) calls")
     assert cold >= 10_000 and 100 <= cached < 1000 and 100 <= measured < 1000, (
