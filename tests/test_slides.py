@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 import urllib.request
 
@@ -39,7 +40,7 @@ import nbformat
 import pytest
 
 import slides  # tools/ is put on sys.path by conftest.py
-from conftest import NOTEBOOKS, ROOT, cells, slow, source
+from conftest import NOTEBOOKS, ROOT, cells, require, slow, source
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, browser_tools, jupyterlab
 
 SCREEN = {"width": slides.SCREEN[0], "height": slides.SCREEN[1]}
@@ -414,6 +415,15 @@ def test_every_lesson_as_a_slideshow_fits_the_screen_at_the_larger_type(slidesho
 
 
 ZH = ROOT / "notebooks" / "zh"
+
+
+def _has_chinese_font():
+    """Whether fontconfig, which Chromium asks, has a font for Chinese."""
+    try:
+        found = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return bool(found.strip())
 ZH_NOTEBOOKS = sorted(ZH.glob("*.ipynb"))
 
 
@@ -422,6 +432,8 @@ ZH_NOTEBOOKS = sorted(ZH.glob("*.ipynb"))
 def test_every_chinese_lesson_as_a_slideshow_fits_the_screen(slideshow, path):
     """The Chinese decks have the English decks' slides (the same cell metadata); their text
     is another, so each is walked too."""
+    require(_has_chinese_font(), "no Chinese font for Chromium: the slides would show boxes "
+            "(Debian: apt-get install fonts-wqy-microhei)")
     page, base, token, served = slideshow
     for old in ARTIFACTS.glob(f"slides_zh_{path.stem}_*.png"):
         old.unlink()

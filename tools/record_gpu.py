@@ -129,6 +129,8 @@ PREFLIGHT_S = 30                # torch and Inductor start, one Triton compile (
 PREFLIGHT_TIMEOUT_S = 150
 SUITE_EXTRA_S = 30              # pytest's start and collection; the unit tests run beside the lessons
 STARTUP_S = 5                   # the recorder's own start (torch's import, the machine's description)
+MEASURE_MARGIN_S = 30           # measure_gpu starts only with its estimate and this to spare: cut off, its
+                                # figures are lost, so it waits for the next call rather than squeeze in
 COMMAND_S, WHEELS_S = 600, 10   # the device tool's limit on one command; installing .whl/ before this script
 DEVICE_S, MACHINE_START_S = 900, 120    # device time in all (CONTRIBUTING), a machine's start at most
 
@@ -223,7 +225,7 @@ def plan(budgets, estimates, measure_s, suite_min, preflight_done=False, lessons
                 steps.append((name, estimates[name], True))
                 left -= estimates[name]
                 todo.remove(name)
-        if not measure_done and measure_s <= left:
+        if not measure_done and measure_s + MEASURE_MARGIN_S <= left:
             steps.append(("measure_gpu", measure_s, True))
             left -= measure_s
             measure_done = True
@@ -698,7 +700,7 @@ def record(args):
     write_json(run.outdir / "summary.json", summary)
 
     if "measure_gpu" not in summary["steps"] or summary["steps"]["measure_gpu"]["exit"] != 0:
-        if run.left() >= args.measure_s and not args.rehearse:
+        if run.left() >= args.measure_s + MEASURE_MARGIN_S and not args.rehearse:
             summary["steps"]["measure_gpu"] = run_step(
                 [sys.executable, "tools/measure_gpu.py", "--out", str(run.outdir / "gpu.json")],
                 run.outdir / "measure.log", timeout=max(1, run.left() - 10))
