@@ -205,25 +205,23 @@ ROOFLINE_DTYPES = ['float32', 'tf32', 'bfloat16', 'float16']
 
 def matmul_roofline(m=8192, n=8192, k=8192, dtype='bfloat16', gpu='H200', measured_ms=None):
     """An (m x k) @ (k x n) product on ``gpu`` (a key of ``DATASHEET``): FLOPs, bytes, intensity,
-    the ridge point, the bound, the roofline's time at the datasheet peaks, the time expected at the
-    reachable shares (lesson 9's ``matmul_tflops`` model, as lesson 10's cells use it), and the MFU
-    that ``measured_ms`` would mean."""
-    from .expectations.lesson09 import clock_share
+    the ridge point, the bound, the roofline's time at the datasheet peaks, the time and rate expected
+    at the reachable shares (lesson 9's ``product_tflops``, the model of lesson 10's GPU cells), and
+    the MFU that ``measured_ms`` would mean."""
+    from .expectations.lesson09 import ITEMSIZE, product_tflops, runs_as as computed_as
     m, n, k = (_positive(x, name, True) for x, name in ((m, 'm'), (n, 'n'), (k, 'k')))
     spec = DATASHEET[_choice(gpu, 'GPU', list(DATASHEET))]
     _choice(dtype, 'dtype', ROOFLINE_DTYPES)
-    runs_as = dtype if dtype in spec.peak_flops or dtype == 'float32' else 'float32'
-    itemsize = {'float32': 4, 'tf32': 4, 'bfloat16': 2, 'float16': 2}[dtype]
-    flops, nbytes = 2 * m * n * k, itemsize * (m * k + k * n + m * n)
+    runs_as = computed_as(dtype, spec)
+    flops, nbytes = 2 * m * n * k, ITEMSIZE[dtype] * (m * k + k * n + m * n)
     peak = spec.flops(runs_as)
-    keep = clock_share(spec)
-    t = gpu_models.matmul_seconds(m, n, k, spec, runs_as, itemsize)
-    expected = Estimate(t.value / keep[0], t.low / keep[2], t.high / keep[1], 's', t.why)
+    rate = product_tflops(m, n, k, spec, dtype)
+    expected = rate.inverse(flops / 1e12, 's')
     ideal = gpu_models.roofline_seconds(flops, nbytes, spec, runs_as)
     result = {'flops': flops, 'bytes': nbytes, 'intensity': flops / nbytes,
               'ridge': peak / spec.memory_bytes_per_s, 'bound': 'compute' if flops / peak > nbytes /
               spec.memory_bytes_per_s else 'memory', 'ideal_s': ideal, 'expected_s': expected,
-              'tflops': expected.inverse(flops / 1e12, 'TFLOP/s'), 'peak_tflops': peak / 1e12, 'runs_as': runs_as}
+              'tflops': rate, 'peak_tflops': peak / 1e12, 'runs_as': runs_as}
     if measured_ms is not None:
         seconds = _positive(measured_ms, 'the measured time (ms)') / 1e3
         if seconds < ideal:

@@ -11,7 +11,8 @@
   (``d2l_utils/gpu_models.py``), with the T4's power limit (``matmul_tflops``); a training
   step's peak memory counted tensor by tensor (``train_step_peak_bytes``).
 
-``matmul_tflops`` is also used by lesson 10's expectations.
+``matmul_tflops`` is also used by lesson 10's expectations, ``product_tflops`` by lesson 10's
+roofline calculator (``d2l_utils/calculators.py``).
 """
 import functools
 import math
@@ -36,27 +37,39 @@ def has_tf32(gpu):
     return 'tf32' in gpu.peak_flops
 
 
-def matmul_tflops(n, gpu, dtype):
-    """The TFLOP/s of one n x n x n product in ``dtype`` ('float32', 'tf32', 'bfloat16', 'float16')
-    on ``gpu``, as an Estimate: ``gpu_models.matmul_seconds`` at the clock the GPU keeps.
+ITEMSIZE = {'float32': 4, 'tf32': 4, 'bfloat16': 2, 'float16': 2}     # bytes a value is stored in
 
-    Without TF32 units a product with TF32 allowed runs as float32; without bfloat16 tensor cores
-    (the T4) a bfloat16 product runs on the float32 units, converting as it goes.
-    """
-    if dtype not in ('float32', 'tf32', 'bfloat16', 'float16'):
+
+def runs_as(dtype, gpu):
+    """The format ``gpu``'s units compute a ``dtype`` product in: without TF32 units a product with
+    TF32 allowed runs as float32; without bfloat16 tensor cores (the T4) a bfloat16 product runs on
+    the float32 units, converting as it goes."""
+    if dtype not in ITEMSIZE:
         raise ValueError(f"dtype must be 'float32', 'tf32', 'bfloat16' or 'float16', got {dtype!r}")
-    runs_as = dtype if dtype in gpu.peak_flops or dtype == 'float32' else 'float32'
-    t = gpu_models.matmul_seconds(n, n, n, gpu, runs_as)
-    rate = t.inverse(2 * n**3 / 1e12, 'TFLOP/s')
+    return dtype if dtype in gpu.peak_flops or dtype == 'float32' else 'float32'
+
+
+def matmul_tflops(n, gpu, dtype):
+    """The TFLOP/s of one n x n x n product in ``dtype`` on ``gpu`` (``product_tflops``)."""
+    return product_tflops(n, n, n, gpu, dtype)
+
+
+def product_tflops(m, n, k, gpu, dtype):
+    """The TFLOP/s of an (m x k) @ (k x n) product in ``dtype`` ('float32', 'tf32', 'bfloat16',
+    'float16') on ``gpu``, as an Estimate: ``gpu_models.matmul_seconds`` on the units it runs on
+    (``runs_as``), its operands in ``dtype``'s bytes, at the clock the GPU keeps."""
+    computed = runs_as(dtype, gpu)
+    t = gpu_models.matmul_seconds(m, n, k, gpu, computed, ITEMSIZE[dtype])
+    rate = t.inverse(2 * m * n * k / 1e12, 'TFLOP/s')
     keep, keep_low, keep_high = clock_share(gpu)
-    low = rate.low * keep_low * (0.25 if dtype == 'bfloat16' and runs_as == 'float32' else 1)
-    peak = gpu.flops(runs_as) / 1e12
+    low = rate.low * keep_low * (0.25 if dtype == 'bfloat16' and computed == 'float32' else 1)
+    peak = gpu.flops(computed) / 1e12
     why = f'{peak:.3g} TFLOP/s x {rate.low / peak:.0%}-{rate.high / peak:.0%}'
     if gpu.key == 'T4':
         why += f' x {keep_low:.0%}-{keep_high:.0%} of the clock (70 W)'
-    if dtype == 'tf32' and runs_as == 'float32':
+    if dtype == 'tf32' and computed == 'float32':
         why = 'no TF32: float32, ' + why
-    if dtype == 'bfloat16' and runs_as == 'float32':
+    if dtype == 'bfloat16' and computed == 'float32':
         why = 'no bfloat16 tensor cores: float32 units (down to 1/4 of their rate), ' + why
     return Estimate(rate.value * keep, low, rate.high * keep_high, 'TFLOP/s', why)
 
