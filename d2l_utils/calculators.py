@@ -240,26 +240,25 @@ INTERCONNECTS = {'NVLink (H200)': 'H200', 'PCIe 3.0 x16 (T4)': 'T4',
 def allreduce_time(nbytes=256 * MiB, gpus=2, interconnect='NVLink (H200)'):
     """A ring all-reduce of ``nbytes`` over ``gpus`` GPUs, by lesson 12's model: a latency, then
     ``ring_allreduce_bytes`` (2(n-1)/n of the message) over one direction of the link at NCCL's
-    share of it (``nccl_nvlink_share`` or ``nccl_pcie_share``). The latency is the 2-GPU one of
-    lesson 12's expectation (NCCL's and four host launches); a ring of n GPUs takes n-1 times as
-    many steps. {'seconds', 'bus_gb_s'} as Estimates."""
-    from .expectations.lesson12 import HOST_LAUNCHES, _link
-    from .lessons import bus_bandwidth, ring_allreduce_bytes
+    share of it (``nccl_nvlink_share`` or ``nccl_pcie_share``), with the latency of lesson 12's
+    expectation (``ring_latency``: NCCL's for each of the ring's n-1 steps, and four host
+    launches). {'seconds', 'bus_gb_s'} as Estimates."""
+    from .expectations.lesson12 import allreduce_link, allreduce_seconds, ring_latency
+    from .lessons import bus_bandwidth
     nbytes = _positive(nbytes, 'the message size (bytes)')
     gpus = _positive(gpus, 'GPUs', True)
     if gpus < 2:
         raise ValueError(f'an all-reduce between GPUs needs at least 2, got {gpus}')
     what = INTERCONNECTS[_choice(interconnect, 'interconnect', list(INTERCONNECTS))]
     if isinstance(what, str):
-        kind, link = _link(DATASHEET[what])
+        kind, link = allreduce_link(DATASHEET[what])
     else:
         kind, link = 'pcie', gpu_models.pcie_bytes_per_s(*what)
     share, nccl, launch = (ASSUMPTIONS[f'nccl_{kind}_share'], ASSUMPTIONS[f'nccl_latency_{kind}_s'],
                            ASSUMPTIONS['launch_s'])
-    sent = ring_allreduce_bytes(int(nbytes), gpus)
 
     def seconds(lat, each, s):
-        return (gpus - 1) * lat + HOST_LAUNCHES * each + sent / (s * link)
+        return allreduce_seconds(int(nbytes), link, ring_latency(lat, each, gpus), s, gpus)
     t = gpu_models.spread(seconds, (nccl, launch, share), 's',
                           f'{share[1]:.0%}-{share[2]:.0%} of {link / 1e9:.3g} GB/s each way')
     bus = gpu_models.spread(lambda lat, each, s: bus_bandwidth(int(nbytes), seconds(lat, each, s), gpus) / 1e9,

@@ -17,32 +17,37 @@ HOST_LAUNCHES = 4   # the script's timed call: ProcessGroupNCCL's bookkeeping an
 BIG = 256 * 2**20   # the largest tensor the cell times
 
 
-def _link(gpu):
+def allreduce_link(gpu):
     """('nvlink' or 'pcie', bytes/s one way) of the link two ``gpu``s all-reduce over."""
     if gpu.nvlink_bytes_per_s:
         return 'nvlink', gpu.nvlink_bytes_per_s / 2
     return 'pcie', gpu_models.pcie_bytes_per_s(*gpu.pcie)
 
 
-def _allreduce_seconds(nbytes, link, latency, share):
-    """The lesson's ring model for two GPUs: a latency, then the ring's bytes at ``share`` of ``link``."""
+def ring_latency(nccl_s, launch_s, gpus=2):
+    """A timed all-reduce's fixed cost: NCCL's ``nccl_s`` for each of the ring's ``gpus`` - 1 steps
+    (one between two GPUs), and the host's launches."""
+    return (gpus - 1) * nccl_s + HOST_LAUNCHES * launch_s
+
+
+def allreduce_seconds(nbytes, link, latency, share, gpus=2):
+    """The lesson's ring model: a latency, then the ring's bytes at ``share`` of ``link``."""
     from ..lessons import ring_allreduce_bytes
-    return latency + ring_allreduce_bytes(nbytes, 2) / (share * link)
+    return latency + ring_allreduce_bytes(nbytes, gpus) / (share * link)
 
 
 @expectation('12-nccl-allreduce', how='model')
 def _(e, gpu):
     from ..lessons import bus_bandwidth
-    kind, link = _link(gpu)
+    kind, link = allreduce_link(gpu)
     share, nccl, launch = (ASSUMPTIONS[f'nccl_{kind}_share'], ASSUMPTIONS[f'nccl_latency_{kind}_s'],
                            ASSUMPTIONS['launch_s'])
-    latency = lambda n, each: n + HOST_LAUNCHES * each                  # NCCL's, and the host's launches
-    bus = lambda n, each, s: bus_bandwidth(BIG, _allreduce_seconds(BIG, link, latency(n, each), s), 2) / 1e9
+    bus = lambda n, each, s: bus_bandwidth(BIG, allreduce_seconds(BIG, link, ring_latency(n, each), s), 2) / 1e9
     where = 'NVLink' if kind == 'nvlink' else f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} (no NVLink)'
     e.note("It needs two GPUs (Colab and the course's GPU machine have one). Expected of two, by "
            'the ring model:')
     e.number('latency_us', 'fitted latency (a tiny all-reduce, timed from the host)', spread(
-        lambda n, each: 1e6 * latency(n, each), (nccl, launch), 'µs',
+        lambda n, each: 1e6 * ring_latency(n, each), (nccl, launch), 'µs',
         f"NCCL's {1e6 * nccl[1]:.0f}-{1e6 * nccl[2]:.0f} µs + {HOST_LAUNCHES} launches of host time "
         f'({1e6 * launch[1]:.0f}-{1e6 * launch[2]:.0f} µs each)'))
     e.number('bus_gb_s', 'bus bandwidth of the 256 MiB all-reduce', spread(
