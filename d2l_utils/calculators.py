@@ -73,23 +73,17 @@ def copy_time(nbytes, link='PCIe 5.0 x16', memory='pinned'):
     """A copy of ``nbytes`` over ``link`` (a key of ``LINKS``) from ``memory`` ('pinned' or
     'pageable' host memory; ignored between two GPUs): {'seconds', 'gb_s'} as Estimates and
     'link_gb_s', the link's one-way rate. Lesson 3's model, ``gpu_models.copy_seconds``, on a
-    GPU with that PCIe link; between GPUs, the same latency plus bytes at NCCL-free peer
-    copies' share of one NVLink direction (``peer_nvlink_share``)."""
+    GPU with that PCIe link; between GPUs, ``gpu_models.peer_copy_seconds``."""
     nbytes = _positive(nbytes, 'the size (bytes)')
     kind, what = LINKS[_choice(link, 'link', list(LINKS))]
     _choice(memory, 'memory', ['pinned', 'pageable'])
     if kind == 'pcie':
         gpu = dataclasses.replace(DATASHEET['H200'], pcie=what)          # only the link matters here
-        seconds, link_bytes_per_s = gpu_models.copy_seconds(nbytes, gpu, memory == 'pinned'), \
-            gpu_models.pcie_bytes_per_s(*what)
+        seconds = gpu_models.copy_seconds(nbytes, gpu, memory == 'pinned')
+        link_bytes_per_s = gpu_models.pcie_bytes_per_s(*what)
     else:
-        link_bytes_per_s = DATASHEET[what].nvlink_bytes_per_s / 2        # the datasheet's both directions
-        lat, share = ASSUMPTIONS['copy_latency_s'], ASSUMPTIONS['peer_nvlink_share']
-        seconds = Estimate(lat[0] + nbytes / (share[0] * link_bytes_per_s),
-                           lat[1] + nbytes / (share[2] * link_bytes_per_s),
-                           lat[2] + nbytes / (share[1] * link_bytes_per_s), 's',
-                           f'NVLink ({link_bytes_per_s / 1e9:.0f} GB/s one way) at {share[1]:.0%}-{share[2]:.0%}, '
-                           f'plus {lat[1] * 1e6:.0f}-{lat[2] * 1e6:.0f} µs of latency')
+        seconds = gpu_models.peer_copy_seconds(nbytes, DATASHEET[what])
+        link_bytes_per_s = gpu_models.peer_link(DATASHEET[what])[0]
     return {'seconds': seconds, 'gb_s': seconds.inverse(nbytes / 1e9, 'GB/s'), 'link_gb_s': link_bytes_per_s / 1e9}
 
 

@@ -24,7 +24,8 @@ import dataclasses
 import itertools
 
 __all__ = ['DATASHEET', 'THREADS_PER_SM', 'ASSUMPTIONS', 'Estimate', 'Datasheet', 'reference_gpus',
-           'gpu_spec', 'assumption', 'total', 'spread', 'pcie_bytes_per_s', 'copy_seconds',
+           'gpu_spec', 'assumption', 'total', 'spread', 'pcie_bytes_per_s', 'link_copy_seconds', 'copy_seconds',
+           'peer_link', 'peer_copy_seconds',
            'copy_bytes_per_s', 'roofline_seconds', 'kernel_seconds', 'matmul_seconds',
            'elementwise_seconds', 'cublas_workspace_bytes']
 _MiB = 2**20
@@ -261,16 +262,38 @@ def spread(f, inputs, unit='', why='', points=2):
     return Estimate(value, min(seen), max(seen), unit, why)
 
 
+def link_copy_seconds(nbytes, link, share, where, of_link=''):
+    """Lesson 3's copy model over any link: latency + ``nbytes`` at the ``ASSUMPTIONS`` entry
+    ``share`` of ``link`` bytes/s (one way). ``where`` names the link in the reason, ``of_link``
+    follows the share's range there."""
+    lat, lat_low, lat_high = ASSUMPTIONS['copy_latency_s'][:3]
+    mid, low, high = ASSUMPTIONS[share][:3]
+    why = f'{where} at {low:.0%}-{high:.0%}{of_link}, plus {lat_low * 1e6:.0f}-{lat_high * 1e6:.0f} µs of latency'
+    return Estimate(lat + nbytes / (mid * link), lat_low + nbytes / (high * link),
+                    lat_high + nbytes / (low * link), 's', why)
+
+
 def copy_seconds(nbytes, gpu, pinned=True):
     """A host-device copy of ``nbytes`` on ``gpu``'s PCIe link: latency + bytes / bandwidth."""
     link = pcie_bytes_per_s(*gpu.pcie)
-    lat, lat_low, lat_high = ASSUMPTIONS['copy_latency_s'][:3]
-    share, low, high = ASSUMPTIONS['pinned_share' if pinned else 'pageable_share'][:3]
-    why = (f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} ({link / 1e9:.1f} GB/s one way) at '
-           f'{low:.0%}-{high:.0%} of the link ({"pinned" if pinned else "pageable"}), plus '
-           f'{lat_low * 1e6:.0f}-{lat_high * 1e6:.0f} µs of latency')
-    return Estimate(lat + nbytes / (share * link), lat_low + nbytes / (high * link),
-                    lat_high + nbytes / (low * link), 's', why)
+    return link_copy_seconds(nbytes, link, 'pinned_share' if pinned else 'pageable_share',
+                             f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} ({link / 1e9:.1f} GB/s one way)',
+                             f' of the link ({"pinned" if pinned else "pageable"})')
+
+
+def peer_link(gpu):
+    """(bytes/s one way, the ``ASSUMPTIONS`` entry of the share a copy reaches) between two ``gpu``s
+    with peer access: NVLink where the datasheet has it (half its both-ways figure), else PCIe."""
+    if gpu.nvlink_bytes_per_s:
+        return gpu.nvlink_bytes_per_s / 2, 'peer_nvlink_share'
+    return pcie_bytes_per_s(*gpu.pcie), 'peer_pcie_share'
+
+
+def peer_copy_seconds(nbytes, gpu):
+    """A copy of ``nbytes`` from one ``gpu`` to another: lesson 3's model over ``peer_link``."""
+    link, share = peer_link(gpu)
+    where = 'NVLink' if gpu.nvlink_bytes_per_s else f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]}'
+    return link_copy_seconds(nbytes, link, share, f'{where} ({link / 1e9:.0f} GB/s one way)')
 
 
 def copy_bytes_per_s(nbytes, gpu, pinned=True):

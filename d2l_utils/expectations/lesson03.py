@@ -160,13 +160,13 @@ def _pageable_non_blocking(e, gpu):
 def _peer_copies(e, gpu):
     e.note('Two GPUs with peer access copy directly: over NVLink where they have it, several times faster '
            'than PCIe; two GPUs without NVLink copy at PCIe speed at best.')
+    link, share = gpu_models.peer_link(gpu)
+    share = gpu_models.assumption(share)
     if gpu.nvlink_bytes_per_s:
-        link, share = gpu.nvlink_bytes_per_s / 2, gpu_models.assumption('peer_nvlink_share')
         where = f'NVLink, {link / 1e9:.0f} GB/s each way (half the datasheet\'s {gpu.nvlink_bytes_per_s / 1e9:.0f} GB/s)'
         e.text('peer_access', 'the two GPUs have peer access', 'True',
                why='GPUs joined by NVLink on one board (an HGX H200) can access each other\'s memory')
     else:
-        link, share = gpu_models.pcie_bytes_per_s(*gpu.pcie), gpu_models.assumption('peer_pcie_share')
         where = f'no NVLink: {link_text(gpu)}'
         e.text('peer_access', 'the two GPUs have peer access', 'False',
                why='two T4s in a cloud virtual machine usually lack peer access; CUDA then stages the copy in host memory')
