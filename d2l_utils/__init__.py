@@ -15,10 +15,21 @@ without a GPU the expectation and, once one is installed, what the cell printed 
 hardware. ``calculators.py`` puts those models behind sliders (``ipywidgets``) in lessons 3, 8,
 10 and 12.
 """
-from .lessons import *  # noqa: F401,F403
-from .lessons import __all__ as _lesson_names
-from .expectations import check_expected  # noqa: F401
-from .recordings import show_recording  # noqa: F401
-from . import calculators  # noqa: F401,E402  (d2l.calculators.memory_calculator(), ...)
+import importlib.util
 
-__all__ = [*_lesson_names, 'show_recording', 'check_expected']
+if importlib.util.find_spec('torch') is None:
+    # A Python without PyTorch: `python -m d2l_utils.setup_check` imports this package first, and
+    # must still run to say what to install. Every helper needs torch, so none is loaded.
+    __all__ = []
+
+    def __getattr__(name):
+        raise ImportError(f'd2l_utils.{name} needs PyTorch, which is not installed here: '
+                          'python -m d2l_utils.setup_check says what to install')
+else:
+    from .lessons import *  # noqa: F401,F403
+    from .lessons import __all__ as _lesson_names
+    from .expectations import check_expected  # noqa: F401
+    from .recordings import show_recording  # noqa: F401
+    from . import calculators  # noqa: F401,E402  (d2l.calculators.memory_calculator(), ...)
+
+    __all__ = [*_lesson_names, 'show_recording', 'check_expected']

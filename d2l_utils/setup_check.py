@@ -143,9 +143,11 @@ def check_accelerator():
     import torch
     if not torch.accelerator.is_available():
         cuda = torch.version.cuda is not None
-        return NOTE, ('no GPU: every lesson runs; GPU-only cells show what they printed on a GPU'
-                      + (' (a CUDA build: with an NVIDIA GPU, check its driver with nvidia-smi; without '
-                         'one, requirements-cpu.txt installs the smaller CPU build)' if cuda else ''))
+        return NOTE, ('no GPU: every lesson runs; GPU-only cells show what a GPU is expected to show, '
+                      'labelled as a prediction (the recordings line says whether a real GPU\'s output is '
+                      'installed too)'
+                      + ('; a CUDA build: with an NVIDIA GPU, check its driver with nvidia-smi; without '
+                         'one, requirements-cpu.txt installs the smaller CPU build' if cuda else ''))
     device = torch.accelerator.current_accelerator()
     name = torch.cuda.get_device_name(0) if device.type == 'cuda' else device.type.upper()
     try:

@@ -1,10 +1,16 @@
 """The calculators (d2l_utils/calculators.py): the lessons' models behind sliders.
 
 At their defaults they reproduce numbers the lessons print (read from the stored lessons, so
-the calculators and the lessons cannot drift apart); bad settings give a message, in the
+the calculators and the lessons cannot drift apart), and the defaults themselves, read from the
+calculator functions and from the widgets they build, are the settings of the lesson's example
+(its size, GPUs, product shape, batch): a changed default fails the README's test command, not
+only the slow Chromium test; bad settings give a message, in the
 widget, never a traceback; their static table is what nbval and GitHub see; and in Chromium,
 moving a slider changes the shown number to the model's value.
 """
+import ast
+import html
+import inspect
 import json
 import re
 import time
@@ -38,44 +44,203 @@ def cell_printing(lesson, pattern):
     raise AssertionError(f"lesson {lesson} prints nothing like {pattern!r}")
 
 
+# ------------------------------------------------------------------------------ the defaults
+# Each calculator opens at its lesson's example. The settings are read from the calculator
+# functions themselves (their signatures, and the widget they build), the lesson's example from
+# its stored outputs: a changed default (the copy's size, the all-reduce's GPUs, the roofline's m,
+# the memory calculator's batch...) or a changed model fails here, in the README's test command.
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "eight": 8}
+
+
+def defaults(function):
+    """{parameter: default} of ``function``, as a call would use them now."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def settings_of(settings, *names):
+    """The named settings (a calculator may have others; their defaults count in the numbers below)."""
+    return {name: settings.get(name, "(no such setting)") for name in names}
+
+
+def agree(settings, model):
+    """The calculator's defaults are its model function's, for every setting both have."""
+    model_defaults = defaults(model)
+    differ = {k: (v, model_defaults[k]) for k, v in settings.items() if k in model_defaults and model_defaults[k] != v}
+    assert not differ, f"the calculator's defaults differ from {model.__name__}'s: {differ}"
+
+
+def shown(calculator):
+    """{name: value} of the numbers a calculator's widget shows now (its data-value attributes)."""
+    return {name: ast.literal_eval(html.unescape(value))
+            for name, value in re.findall(r'data-name="(\w+)" data-value="([^"]*)"', calculator.result.value)}
+
+
+def size_bytes(number, unit):
+    return int(number) * {"KiB": 2**10, "MiB": MiB, "GiB": GiB}[unit]
+
+
+def lesson_3_copies():
+    """(size in bytes, {gpu: (link, {'pageable': GB/s, 'pinned': GB/s})}) of lesson 3's expected copies."""
+    text = cell_printing("03", r"EXPECTED by the copy model, not measured: \d+ [KMG]iB")
+    size = re.search(r"not measured: (\d+) ([KMG]iB) copies", text)
+    assert size, f"lesson 3 no longer names the size of its expected copies as this test reads it:\n{text}"
+    rows = {gpu: (link, {kind: float(v) for kind, v in re.findall(r"(pageable|pinned) ([\d.]+)", rest)})
+            for gpu, link, rest in re.findall(r"^\s+([\w-]+), (PCIe \d\.0 x\d+): (.*)$", text, re.M)}
+    assert "H200" in rows and "T4" in rows, text
+    return size_bytes(size[1], size[2]), rows
+
+
 def test_copy_calculator_at_its_defaults_is_lesson_3s_copy_model():
-    text = cell_printing("03", r"EXPECTED by the copy model, not measured: 64 MiB")
-    for link, gpu in (("PCIe 5.0 x16", "H200"), ("PCIe 3.0 x16", "T4")):
-        line = next(l for l in text.splitlines() if l.strip().startswith(f"{gpu}, {link}"))
-        pageable, pinned = (float(x) for x in re.findall(r"(?:pageable|pinned) ([\d.]+)", line))
-        assert f"{calc.copy_time(64 * MiB, link, 'pinned')['gb_s'].value:.1f}" == f"{pinned:.1f}", line
-        assert f"{calc.copy_time(64 * MiB, link, 'pageable')['gb_s'].value:.1f}" == f"{pageable:.1f}", line
+    nbytes, rows = lesson_3_copies()
+    for gpu, (link, rates) in rows.items():
+        for memory in ("pinned", "pageable"):
+            assert f"{calc.copy_time(nbytes, link, memory)['gb_s'].value:.1f}" == f"{rates[memory]:.1f}", (gpu, memory)
+    # Its defaults: the lesson's size, over the H200's link, from pinned memory (its headline).
+    link, rates = rows["H200"]
+    settings = defaults(calc.copy_calculator)
+    assert settings_of(settings, "nbytes", "link", "memory") == {"nbytes": nbytes, "link": link, "memory": "pinned"}
+    agree(settings, calc.copy_time)
+    assert f"{calc.copy_time(**settings)['gb_s'].value:.1f}" == f"{rates['pinned']:.1f}"
+
+
+def lesson_8_table():
+    text = cell_printing("08", r"per sequence\s+24 GiB\s+80 GiB")
+    cards = [int(c) for c in re.findall(r"(\d+) GiB", text.splitlines()[0])]
+    rows = {}
+    for line in text.splitlines()[1:]:
+        found = re.match(r"\s*(.+?)\s+[\d.]+ GiB\s+[\d.]+ GiB\s+([\d.]+) GiB\s+(\d+)\s+(\d+)\s*$", line)
+        if found:
+            rows[found[1]] = (found[2], [int(found[3]), int(found[4])])
+    return cards, rows
 
 
 def test_memory_calculator_at_its_defaults_is_lesson_8s_table():
-    text = cell_printing("08", r"per sequence\s+24 GiB\s+80 GiB")
+    cards, rows = lesson_8_table()
+    assert cards == [24, 80], cards
     names = {"float32": "float32", "pure bfloat16": "pure bf16", "bf16 + fp32 master": "bf16 + fp32 master",
              "autocast": "bf16 autocast"}
+    assert set(rows) == set(names), rows
     for lesson_name, ours in names.items():
-        line = next(l for l in text.splitlines() if l.strip().startswith(lesson_name + " "))
-        per_sequence, at_24, at_80 = re.findall(r"([\d.]+) GiB\s+(\d+)\s+(\d+)\s*$", line)[0]
-        rows = calc.training_memory_per_gpu(precision=ours)
-        assert f"{rows['activations'] / GiB:.2f}" == per_sequence, line
-        assert [calc.largest_batch(c * GiB, precision=ours) for c in (24, 80)] == [int(at_24), int(at_80)], line
-    default = calc.memory_calculator()
-    assert default.controls == {} or default.controls["batch"].value == int(re.findall(
-        r"float32 .* (\d+)\s*$", text, re.M)[0])           # the default batch is the lesson's most that fit
+        per_sequence, fit = rows[lesson_name]
+        assert f"{calc.training_memory_per_gpu(precision=ours)['activations'] / GiB:.2f}" == per_sequence, lesson_name
+        assert [calc.largest_batch(c * GiB, precision=ours) for c in cards] == fit, lesson_name
+    # Its defaults: lesson 8's model in float32 with Adam, on the 80 GiB card, with the most sequences
+    # that fit there (the table's float32 row), the same model the table's rows are computed with.
+    settings = defaults(calc.memory_calculator)
+    card = settings.pop("card")
+    most = rows["float32"][1][cards.index(80)]
+    assert card == "80 GiB card" and calc.CARDS[card] == 80 * GiB, card
+    assert settings["precision"] == "float32" and settings["batch"] == most, settings
+    agree({k: v for k, v in settings.items() if k != "batch"}, calc.training_memory_per_gpu)
+    fixed = {k: v for k, v in settings.items() if k != "batch"}
+    assert calc.largest_batch(calc.CARDS[card], **fixed) == most
+
+
+NUMBER = r"[\d.,]+"
+
+
+def expected_numbers(text):
+    """{item label: {gpu: (value, low, high)}} of the expectation block a GPU-only cell printed,
+    in either of its layouts: one item after another, a line per GPU ("H200  742 TFLOP/s (445 to
+    940)"), or a table, a column per GPU ("742 (495–960)"), its labels wrapped over lines."""
+    number = lambda x: float(x.replace(",", ""))
+    found, label, gpus, pending = {}, None, None, ""
+    for line in text.splitlines():
+        if line.strip().startswith(("How each was derived", "[")):
+            gpus = None
+            continue
+        item = re.fullmatch(r"  (\S.*?) \[\w+\]:", line)
+        row = re.fullmatch(rf"    ([\w-]+)\s+({NUMBER}) \S+ \(({NUMBER}) to ({NUMBER})\).*", line)
+        if item:
+            label = item[1]
+        elif row and label:
+            found.setdefault(label, {})[row[1]] = tuple(number(x) for x in row.groups()[1:])
+        elif re.fullmatch(r"\s+(?:[\w-]+\s+)*[\w-]+", line) and all(g in DATASHEET for g in line.split()):
+            gpus, pending = line.split(), ""                       # a table's header: its GPUs
+        elif gpus:
+            cells = list(re.finditer(rf"({NUMBER}) \(({NUMBER})–({NUMBER})\)", line))
+            if len(cells) == len(gpus):
+                name = " ".join((pending + line[:cells[0].start()].strip()).split())
+                found[name] = {g: tuple(number(x) for x in c.groups()) for g, c in zip(gpus, cells)}
+                pending = ""
+            else:
+                text_part = line.strip()
+                pending += text_part if text_part.endswith("-") else text_part + " "
+    return found
+
+
+def lesson_10_product():
+    """(sizes, dtype, {gpu: (TFLOP/s, low, high)}) of lesson 10's expected 16-bit product."""
+    text = cell_printing("10", r"16-bit \(bfloat16; float16 on a T4\)")
+    items = {label: rates for label, rates in expected_numbers(text).items() if label.startswith("16-bit (")}
+    assert len(items) == 1, f"lesson 10's 16-bit product, as this test reads it: {items}\n{text}"
+    (label, rates), = items.items()
+    head = re.search(r"16-bit \((\w+); float16 on a T4\), fastest of ([\d, ]+\d)", label)
+    assert head, f"lesson 10 no longer names the sizes of its expected product as this test reads it: {label!r}"
+    return [int(n) for n in head[2].split(",")], head[1], rates
 
 
 def test_roofline_calculator_at_its_defaults_is_lesson_10s_product():
-    text = cell_printing("10", r"16-bit \(bfloat16; float16 on a T4\)")
-    line = next(l for l in text.splitlines() if l.strip().startswith("H200") and "TFLOP/s" in l)
-    value, low, high = (float(x) for x in re.findall(r"([\d.]+) TFLOP/s \(([\d.]+) to ([\d.]+)\)", line)[0])
-    e = calc.matmul_roofline()["tflops"]
-    assert (round(e.value), round(e.low), round(e.high)) == (round(value), round(low), round(high)), line
+    sizes, dtype, rates = lesson_10_product()
+    assert "H200" in rates, rates
+    # Its defaults: the largest square product the lesson's GPU cell times, in its 16-bit type, on the H200.
+    settings = defaults(calc.roofline_calculator)
+    assert settings_of(settings, "m", "n", "k", "dtype", "gpu", "measured_ms") == {
+        "m": max(sizes), "n": max(sizes), "k": max(sizes), "dtype": dtype, "gpu": "H200", "measured_ms": None}
+    agree(settings, calc.matmul_roofline)
+    e = calc.matmul_roofline(**settings)["tflops"]
+    value, low, high = rates["H200"]
+    assert (round(e.value), round(e.low), round(e.high)) == (round(value), round(low), round(high)), rates
+
+
+def lesson_12_allreduce():
+    """(size in bytes, GPUs, {gpu: bus GB/s}) of lesson 12's expected all-reduce."""
+    text = cell_printing("12", r"bus bandwidth of the \d+ [KMG]iB all-")
+    items = {re.search(r"bus bandwidth of the (\d+) ([KMG]iB) all-reduce", label): rates
+             for label, rates in expected_numbers(text).items()}
+    items = {(m[1], m[2]): rates for m, rates in items.items() if m}
+    gpus = re.search(r"Expected of (\w+)", text)
+    assert len(items) == 1 and gpus, f"lesson 12's all-reduce, as this test reads it: {items}\n{text}"
+    ((size, unit), rates), = items.items()
+    return size_bytes(size, unit), WORDS.get(gpus[1]) or int(gpus[1]), {g: r[0] for g, r in rates.items()}
 
 
 def test_allreduce_calculator_at_its_defaults_is_lesson_12s_ring_model():
-    text = cell_printing("12", r"bus bandwidth of the 256 MiB all-reduce")
-    after = text.split("bus bandwidth of the 256 MiB all-reduce")[1]
+    nbytes, gpus, bus = lesson_12_allreduce()
     for gpu, interconnect in (("H200", "NVLink (H200)"), ("T4", "PCIe 3.0 x16 (T4)")):
-        value = float(re.search(rf"{gpu}\s+([\d.]+) GB/s", after)[1])
-        assert calc.allreduce_time(256 * MiB, 2, interconnect)["bus_gb_s"].value == pytest.approx(value, rel=5e-3)
+        assert calc.allreduce_time(nbytes, gpus, interconnect)["bus_gb_s"].value == pytest.approx(bus[gpu], rel=5e-3)
+    # Its defaults: the lesson's message, on as many GPUs as its expectation, over the H200's NVLink.
+    settings = defaults(calc.allreduce_calculator)
+    assert settings_of(settings, "nbytes", "gpus", "interconnect") == {
+        "nbytes": nbytes, "gpus": gpus, "interconnect": "NVLink (H200)"}
+    assert calc.INTERCONNECTS[settings["interconnect"]] == "H200"
+    agree(settings, calc.allreduce_time)
+    assert calc.allreduce_time(**settings)["bus_gb_s"].value == pytest.approx(bus["H200"], rel=5e-3)
+
+
+def test_each_widget_opens_at_its_defaults_and_shows_their_numbers():
+    """The sliders start at the calculator's defaults, and the numbers shown are the model's there
+    (which the tests above compare with the lessons)."""
+    pytest.importorskip("ipywidgets")
+    copy = calc.copy_calculator()
+    d = defaults(calc.copy_calculator)
+    assert 2 ** copy.controls["log2_bytes"].value == d["nbytes"]
+    assert shown(copy)["gb_s"] == calc.copy_time(**d)["gb_s"].value
+    roof = calc.roofline_calculator()
+    d = defaults(calc.roofline_calculator)
+    assert [2 ** roof.controls[f"log2_{x}"].value for x in "mnk"] == [d["m"], d["n"], d["k"]]
+    assert shown(roof)["expected_ms"] == calc.matmul_roofline(**d)["expected_s"].value * 1e3
+    ring = calc.allreduce_calculator()
+    d = defaults(calc.allreduce_calculator)
+    assert 2 ** ring.controls["log2_bytes"].value == d["nbytes"] and ring.controls["gpus"].value == d["gpus"]
+    assert shown(ring)["bus_gb_s"] == calc.allreduce_time(**d)["bus_gb_s"].value
+    memory = calc.memory_calculator()
+    d = defaults(calc.memory_calculator)
+    card = d.pop("card")
+    assert memory.controls["batch"].value == d["batch"] and memory.controls["card"].value == card
+    assert shown(memory)["largest_batch"] == calc.largest_batch(calc.CARDS[card], **{**d, "batch": 1})
+    assert shown(memory)["total_gib"] == sum(calc.training_memory_per_gpu(**d).values()) / GiB
 
 
 def test_the_calculators_read_the_datasheet_table():

@@ -27,6 +27,17 @@ def test_its_verdict_here_matches_what_is_installed():
         assert done.returncode == 1 and lines[-1].startswith("NOT READY: fix JupyterLab"), done.stdout
 
 
+def test_a_bare_python_is_told_to_install_pytorch_not_shown_a_traceback():
+    """The README's command on a Python with nothing installed (``-S``: no site-packages, so no
+    PyTorch and no helpers): NOT READY naming PyTorch, the first steps' lines, no traceback."""
+    for command in (["-m", "d2l_utils.setup_check"], [str(ROOT / "d2l_utils" / "setup_check.py")]):
+        done = subprocess.run([sys.executable, "-S", *command], capture_output=True, text=True, timeout=120,
+                              cwd=ROOT)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (command, done.stdout + done.stderr)
+        assert "[FAIL] PyTorch      PyTorch is not installed" in done.stdout, (command, done.stdout)
+        assert done.stdout.splitlines()[-1].startswith("NOT READY: fix PyTorch"), (command, done.stdout)
+
+
 def test_a_failed_check_makes_it_not_ready_and_says_what_to_fix():
     printed = []
     checks = [("Python", lambda: (setup_check.OK, "fine")),
