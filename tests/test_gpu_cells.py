@@ -173,6 +173,17 @@ def test_check_recording_names_stale_missing_and_orphaned_cells(tmp_path):
                         "had 1, and it is not listed in needs_more_gpus"]
 
 
+def test_check_recording_names_a_cell_that_raised_on_the_gpu(tmp_path):
+    """The recorder keeps a failed cell's traceback; committed, it would show readers a crash."""
+    one, two = GPU_CELL.format(n=1, id="99-one-gpu"), GPU_CELL.format(n=2, id="99-two-gpus")
+    rec = json.loads(FIXTURE.read_text())
+    rec["cells"]["99-one-gpu"]["source_sha256"] = source_hash(one)
+    rec["cells"]["99-one-gpu"]["error"] = "KeyError: 'module.net.0.weight'"
+    assert check_recording(rec, _lessons(tmp_path, one, two)) == [
+        "99_fixture.ipynb, cell 99-one-gpu: its GPU branch raised on the GPU "
+        "(KeyError: 'module.net.0.weight'): fix it and record the lesson again"]
+
+
 def test_source_hash_ignores_trailing_blanks_only():
     assert source_hash("a = 1  \nb = 2\n\n") == source_hash("a = 1\nb = 2")
     assert source_hash("a = 1\nb = 2") != source_hash("a = 1\nb = 3")
