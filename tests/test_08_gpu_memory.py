@@ -318,6 +318,48 @@ def test_the_expectations_autocast_rules_are_the_lessons():
     assert cuda[torch.bfloat16] - cpu[torch.bfloat16] == 2 * 16 * 100 * 2
 
 
+def test_softmax_alone_makes_cudas_float32_difference():
+    """The note of 08-autocast-rules credits the float32 bytes CUDA adds to softmax alone: CUDA's rules
+    without softmax save the CPU's float32 bytes; without layer_norm they save the same as with it
+    (its input, the residual stream, is float32 on both devices)."""
+    cuda, cpu = lesson08.cuda_and_cpu_saved()
+    without = lambda *fs: lesson08.saved_by_dtype(
+        lesson08.AutocastRules(lesson08.LOW, lesson08.CUDA_FP32 - set(fs), lesson08.CUDA_PARTS))
+    assert without(F.layer_norm) == cuda
+    assert without(F.softmax, torch.Tensor.softmax)[torch.float32] == cpu[torch.float32] < cuda[torch.float32]
+    assert 'layer norm' not in ' '.join(lesson08_expected('08-autocast-rules').notes)
+
+
+def lesson08_expected(cell_id):
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for
+    return expected_for(cell_id, gpu_models.DATASHEET['H200'])
+
+
+def test_the_snapshots_allocation_count_is_counted():
+    """08-memory-snapshot's events come from STEP_ALLOCATIONS, which a count on this CPU reproduces."""
+    assert lesson08.count_step_allocations() == lesson08.STEP_ALLOCATIONS
+
+
+def test_the_snapshot_model_pickles_shared_frames_once():
+    """snapshot_bytes builds the snapshot as THCPModule_memorySnapshot does: frame dicts shared by
+    every stack, one list per stack. Pickle writes a shared object once, so deeper stacks add only
+    references (a few bytes a frame an event), and a copy of every frame would cost many times more."""
+    import pickle
+    size, events = lesson08.snapshot_bytes()
+    deeper, _ = lesson08.snapshot_bytes(kernel_frames=2 * lesson08.KERNEL_FRAMES[0])
+    assert events == 2 * 3 * sum(lesson08._step_allocations().values())
+    assert 0 < (deeper - size) / events / lesson08.KERNEL_FRAMES[0] < 10       # bytes per added frame per event
+    def frame(i):                                  # new string objects each time, as a copy would have
+        return {'name': f'frame_{i}', 'filename': f'/usr/lib/python3/site-packages/ipykernel/module_{i}.py', 'line': i}
+    unshared = len(pickle.dumps([[frame(i) for i in range(30)] for _ in range(10)]))
+    frames = [frame(i) for i in range(30)]
+    shared = len(pickle.dumps([list(frames) for _ in range(10)]))
+    assert unshared > 5 * shared
+    per_event = lesson08.snapshot_bytes_per_event()
+    assert per_event.low < size / events == per_event.value < per_event.high < 1024     # far under a KiB
+
+
 def test_cross_entropy_parts_is_cross_entropy_and_refuses_what_it_does_not_write_out():
     logits, target = torch.randn(6, 5), torch.tensor([0, 1, 2, 3, 4, 0])
     assert torch.allclose(lesson08.cross_entropy_parts(logits, target), F.cross_entropy(logits, target))
@@ -385,3 +427,20 @@ def test_the_teachers_page_quotes_the_expectations():
                           *[('08-fixes-on-gpu', n) for n in ('baseline_kib', 'micro_batches_kib', 'zeroed_grads_kib',
                                                              'autocast_kib', 'checkpointing_kib')]]:
         assert fmt(item(cell_id, name)['value']) in quoted, (cell_id, name)
+
+
+def test_the_sdpa_backend_expected_follows_sdp_utils_rules():
+    """08-sdpa-backend: cuDNN on compute capability 9.x and 10.x (check_prefer_cudnn_attention, PyTorch 2.11
+    on), flash from 8.0 to 12.1, the math path for bfloat16 below 8.0; cuDNN and flash save the same
+    tensors (output and a float32 number per row) within their random-number state."""
+    from d2l_utils import gpu_models
+    expected = {'H100': 'cudnn', 'H100-PCIe': 'cudnn', 'H200': 'cudnn', 'A100': 'flash', 'L4': 'flash',
+                'RTX-4090': 'flash', 'T4': 'math'}
+    for key, gpu in gpu_models.DATASHEET.items():
+        assert lesson08.sdpa_backend(gpu)[0] == expected.get(key, lesson08.sdpa_backend(gpu)[0]), key
+    saved = lesson08.sdpa_saved_bytes()
+    assert saved.keys() == lesson08.SDPA_SAVED.keys()
+    assert all(abs(saved[k] - lesson08.SDPA_SAVED[k]) < 1024 for k in saved), saved     # within the rng state
+    out_and_rows = 1024 * 2048 * 2 + 16 * 1024 * 4               # bfloat16 output, a float32 number per row
+    assert 0 <= saved['flash'] - out_and_rows < 1024 and 0 <= saved['cudnn'] - out_and_rows < 1024
+    assert saved['math'] > 16 * 1024 * 1024 * 4                  # the weights: heads x T x T float32

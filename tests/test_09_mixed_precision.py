@@ -369,3 +369,28 @@ def test_matmul_rates_know_what_a_t4_lacks():
     assert math.isclose(lesson09.train_step_flops(), 11 * 2 * 8192 * 4096**2)
     with pytest.raises(ValueError, match='mode must be'):
         lesson09.train_step_peak_bytes('float8')
+
+
+def test_the_tf32_rule_is_judged_where_the_evidence_reaches():
+    """Ampere and Ada (mma.sync) are expected to round and are judged; Hopper (wgmma, which reads its
+    shared-memory operands truncated) is shown but not judged; below 8.0 there is no TF32."""
+    from d2l_utils import gpu_models
+    from d2l_utils.expectations import expected_for
+    for gpu in gpu_models.DATASHEET.values():
+        items = {i['name']: i for i in expected_for('09-tf32-inputs', gpu).items}
+        rule = items['rule']
+        if gpu.capability < (8, 0):
+            assert rule['value'] == ['none'] and rule.get('not_judged') is None, gpu.key
+        elif gpu.capability < (9, 0):
+            assert rule['value'] == ['rounded'] and rule.get('not_judged') is None, gpu.key
+        else:
+            assert rule.get('not_judged'), gpu.key
+            assert all(i.get('not_judged') for i in expected_for('09-tf32-matmul', gpu).items
+                       if i['name'] != 'err_fp32'), gpu.key
+
+
+def test_the_three_tf32_rules_are_told_apart_by_their_errors():
+    """The cell names the rule whose emulated error is nearest, within 0.8-1.25: the three rules'
+    errors must lie more than 1.25 x 1.25 apart, so that no error matches two."""
+    _, errors, _ = lesson09.tf32_simulation()
+    assert errors['rounded'] * 1.25**2 < errors['mixed'] and errors['mixed'] * 1.25**2 < errors['truncated']

@@ -284,7 +284,11 @@ def cuda_and_cpu_saved():
 @expectation('08-autocast-rules', how='simulated')
 def _(e, gpu):
     cuda, cpu = cuda_and_cpu_saved()
-    because = {torch.bfloat16: "log_softmax's result inside cross_entropy", torch.float32: 'softmax, layer norm'}
+    # Running CUDA's rules without one function each (tests/test_08_gpu_memory.py): without softmax the float32
+    # difference goes; without layer_norm nothing changes, since its input, the residual stream, is float32 on
+    # both devices already.
+    because = {torch.bfloat16: "log_softmax's result inside cross_entropy",
+               torch.float32: "softmax's weights: its bfloat16 input cast to float32"}
     more = [f'{cuda[k] - cpu.get(k, 0):,} B more {str(k).removeprefix("torch.")} ({because.get(k, "")})'
             for k in sorted(cuda, key=str) if cuda[k] != cpu.get(k, 0)]
     e.note("torch.autocast('cuda') saves what CUDA's rules save. Against the CPU: " + ' and '.join(more) + '.')
@@ -293,6 +297,69 @@ def _(e, gpu):
     why = "the small GPT under CUDA's rules, on this CPU"
     e.text('autocast', 'torch.autocast("cuda")', dtypes(cuda), why=why)
     e.text('rules', "CUDA's rules", dtypes(cuda), why=why)
+
+
+# ---- which fused attention kernel runs (08-sdpa-backend) ----------------------------------------------
+
+SDP_UTILS = 'aten/src/ATen/native/transformers/cuda/sdp_utils.cpp'
+
+
+def sdpa_backend(gpu):
+    """(backend, why): what F.scaled_dot_product_attention runs for the cell's bfloat16 attention on ``gpu``
+    with PyTorch 2.11 or later (the course's lower bound), by the rules of ``select_sdp_backend``."""
+    if gpu.capability[0] in (9, 10):
+        return 'cudnn', ('check_prefer_cudnn_attention puts cuDNN first on compute capability 9.x and 10.x when '
+                         'cuDNN is newer than 9.15 (2.11\'s wheels bring 9.19; TORCH_CUDNN_SDPA_DEPRIORITIZED=1 '
+                         f'undoes it; PyTorch issue 193893 saw it on a B200 with 2.11), {SDP_UTILS}; '
+                         'earlier releases checked other cuDNN versions and GPUs')
+    if (8, 0) <= gpu.capability <= (12, 1):
+        return 'flash', f'flash attention first: 16 bits, compute capability 8.0 to 12.1 ({SDP_UTILS})'
+    return 'math', ('no flash attention below 8.0, and memory-efficient attention takes no bfloat16 there '
+                    f'({SDP_UTILS}): the math path')
+
+
+# sdpa_saved_bytes() on PyTorch 2.13 (a run on meta takes seconds; tests/test_08_gpu_memory.py runs it again).
+SDPA_SAVED = {'flash': 4_259_864, 'cudnn': 4_259_856, 'math': 92_274_688}
+
+
+def sdpa_saved_bytes():
+    """Bytes one causal bfloat16 attention of 16 heads x 1024 tokens x 128 saves for backward (q, k, v
+    excluded), by backend, from the operators' shape functions on ``meta``."""
+    q, k, v = (torch.empty(1, 16, 1024, 128, device='meta', dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    ops = torch.ops.aten
+    runs = {'flash': lambda: ops._scaled_dot_product_flash_attention(q, k, v, 0.0, True)[0],
+            'cudnn': lambda: ops._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True)[0],
+            'math': lambda: ops._scaled_dot_product_attention_math(q, k, v, None, 0.0, True)[0]}
+    saved = {}
+    for name, run in runs.items():
+        skip = {id(t.untyped_storage()) for t in (q, k, v)}
+        held = {}
+
+        def pack(t):
+            if id(t.untyped_storage()) not in skip:
+                held[id(t.untyped_storage())] = t.untyped_storage().nbytes()
+            return t.detach()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            run()
+        saved[name] = sum(held.values())
+    return saved
+
+
+@expectation('08-sdpa-backend', how='source')
+def _(e, gpu):
+    backend, why = sdpa_backend(gpu)
+    e.note('PyTorch 2.11 and later run cuDNN\'s attention on Hopper and Blackwell data-centre GPUs, flash attention '
+           'on other GPUs from Ampere on, and the written-out math path for bfloat16 below Ampere (the T4), which '
+           'saves the attention weights. cuDNN and flash save the same: the output and a float32 number per row.')
+    e.text('backend', 'the backend PyTorch chooses', backend, why=why)
+    nbytes = SDPA_SAVED[backend] / 1024
+    e.number('saved_kib', 'saved for backward (q, k, v excluded)', gpu_models.Estimate(
+        nbytes, nbytes - 1, nbytes + 1, 'KiB', f'the {backend} operator\'s saved tensors, from its shape function '
+        'on meta (simulated); ± 1 KiB for its random-number state'), how='simulated')
+    forced = 'flash' if (8, 0) <= gpu.capability <= (12, 1) else 'unavailable'
+    e.text('flash_forced', 'under sdpa_kernel(SDPBackend.FLASH_ATTENTION)', forced,
+           why=f'check_flash_attention_hardware_support: compute capability 8.0 to 12.1 ({SDP_UTILS})')
 
 
 REPLAYED = 'CUDACachingAllocator.cpp replayed on this CPU'
@@ -373,9 +440,11 @@ def _(e, gpu):
     e.number('driver_mib', "more free in the driver's view", gpu_models.Estimate(
         released, 0.9 * released, 1.1 * released, 'MiB', 'what cudaFree returned (if no other process '
         'allocates)'), how='model')
-    outside = gpu_models.ASSUMPTIONS['context_with_kernels_bytes'][:3]
+    outside = gpu_models.assumed('context_with_kernels_bytes', gpu)
     e.number('outside_mib', "outside PyTorch's segments", gpu_models.Estimate(
-        *(n // MiB for n in outside), 'MiB', "CUDA context and libraries' kernels: no datasheet gives it"),
+        outside.value / MiB, outside.low / MiB, outside.high / MiB, 'MiB',
+        "the CUDA context and the kernels that ran, by host (gpu_models.HOST_ASSUMPTIONS); other processes "
+        'add theirs'),
         how='model')
 
 
@@ -405,20 +474,145 @@ def _(e, gpu):
                                                              "5 blocks' gradients + 1 block redone"))
 
 
+# What one allocation's events carry in a snapshot (torch/csrc/cuda/Module.cpp, THCPModule_memorySnapshot):
+# a dict of action, addr, size, stream, time_us and frames, the Python stack of the alloc (and, with the
+# default context='all', one stack shared by its free_requested and free_completed: free_block passes the
+# free's context). py_symbolize (torch/csrc/profiler/python/combined_traceback.cpp) makes one dict per
+# distinct frame and one list per distinct stack, and pickle writes a shared object once, then a 2-5 byte
+# reference to it: so a stack of 30 frames costs its 30 references, not 30 frames' text.
+KERNEL_FRAMES = (28, 20, 40)   # frames of a Jupyter kernel's own stack below a cell (ipykernel 6-7, asyncio)
+SITE_FRAMES = (4, 2, 8)        # frames of the lesson and of torch.nn above it, per place that allocates
+
+
+class _SmallBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.up, self.act, self.down = nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.down(self.act(self.up(x)))
+
+
+# Tensors one training step of the small model allocates, by phase: count_step_allocations() on a CPU
+# (tests/test_08_gpu_memory.py counts them again; a count takes seconds, too long for the lesson).
+STEP_ALLOCATIONS = {'forward': 27, 'backward': 51, 'optimizer': 24}
+
+
+def _step_allocations():
+    return dict(STEP_ALLOCATIONS)
+
+
+def count_step_allocations():
+    """Tensors (storages) one training step of the small model allocates, by phase: counted on this CPU
+    with a TorchDispatchMode that sees every operation's outputs, in the second and third steps (Adam's
+    state exists), with Adam's foreach path, CUDA's default (torch/optim/adam.py)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class NewStorages(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []                                   # keep them: a freed storage's id may return
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            known = {id(s) for s in self.seen}               # and the inputs' storages: a view allocates nothing
+            known |= {id(t.untyped_storage()) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and id(t.untyped_storage()) not in known:
+                    self.seen.append(t.untyped_storage())
+                    known.add(id(self.seen[-1]))
+            return out
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        net = nn.Sequential(*[_SmallBlock(D) for _ in range(DEPTH)])
+        x, y = torch.randn(N, D), torch.randn(N, D)
+    opt = torch.optim.Adam(net.parameters(), foreach=True)
+    counts = {'forward': 0, 'backward': 0, 'optimizer': 0}
+    for step in range(3):
+        modes = {phase: NewStorages() for phase in counts}
+        with modes['forward']:
+            loss = (net(x) - y).square().mean()
+        with modes['backward']:
+            loss.backward()
+        with modes['optimizer']:
+            opt.step()
+        opt.zero_grad()
+        if step:                                              # the first step makes Adam's state
+            for phase, mode in modes.items():
+                counts[phase] += len(mode.seen)
+    return {phase: n // 2 for phase, n in counts.items()}
+
+
+def snapshot_bytes(steps=2, kernel_frames=KERNEL_FRAMES[0], site_frames=SITE_FRAMES[0], backward_stacks=False):
+    """(bytes, events) of the pickle ``_dump_snapshot`` writes after ``steps`` steps of the small model,
+    built as THCPModule_memorySnapshot builds it (shared frame dicts, one list per stack) and pickled
+    here. The backward pass allocates on the autograd engine's CUDA thread, which has no Python stack
+    (``backward_stacks=True`` gives it one, for the upper end)."""
+    import pickle
+    kernel = [{'name': f'frame_{i}', 'filename': f'/usr/lib/python3/site-packages/ipykernel/module_{i}.py',
+               'line': 100 + i} for i in range(kernel_frames)]
+    sites = {}
+
+    def stack(site):                                  # a new list per stack, of shared frame dicts
+        if site not in sites:
+            sites[site] = [{'name': f'{site[0]}_{j}', 'filename': '/tmp/ipykernel_1/1234567890.py', 'line': 10 + j}
+                           for j in range(site_frames)] + kernel
+        return list(sites[site]) if site[0] != 'backward' or backward_stacks else []
+    trace, t, addr = [], 1_765_000_000_000_000, 0x7F3A_0000_0000
+    for _ in range(steps):
+        for phase, n in _step_allocations().items():
+            for i in range(n):
+                allocated, freed, addr = stack((phase, i)), stack((phase, i)), addr + 512 * 1024
+                for action, frames in (('alloc', allocated), ('free_requested', freed), ('free_completed', freed)):
+                    t += 7
+                    trace.append({'frames': frames, 'action': action, 'addr': addr, 'size': 256 * 1024,
+                                  'stream': 0, 'time_us': t})
+    block = {'address': addr, 'size': 512, 'requested_size': 256, 'state': 'inactive', 'frames': []}
+    segments = [{'device': 0, 'address': addr, 'total_size': 2 * MiB, 'allocated_size': 0, 'active_size': 0,
+                 'requested_size': 0, 'stream': 0, 'segment_type': 'small', 'segment_pool_id': (0, 0),
+                 'is_expandable': False, 'frames': [], 'blocks': [dict(block) for _ in range(10)]} for _ in range(8)]
+    snapshot = {'segments': segments, 'device_traces': [trace], 'allocator_settings': {}, 'external_annotations': []}
+    return len(pickle.dumps(snapshot)), len(trace)
+
+
+@functools.lru_cache(maxsize=None)
+def snapshot_bytes_per_event():
+    """The snapshot's bytes per event, as an Estimate: the stacks' depths as assumed, and between the
+    shallowest and the deepest (then with the backward pass's events given stacks too)."""
+    def per_event(**kw):
+        size, events = snapshot_bytes(**kw)
+        return size / events
+    return gpu_models.Estimate(per_event(), per_event(kernel_frames=KERNEL_FRAMES[1], site_frames=SITE_FRAMES[1]),
+                               per_event(kernel_frames=KERNEL_FRAMES[2], site_frames=SITE_FRAMES[2],
+                                         backward_stacks=True), 'B/event',
+                               f'stacks of {KERNEL_FRAMES[0] + SITE_FRAMES[0]} frames '
+                               f'({KERNEL_FRAMES[1] + SITE_FRAMES[1]} to {KERNEL_FRAMES[2] + SITE_FRAMES[2]}), each '
+                               'frame and stack pickled once and then referenced: built and pickled on this CPU')
+
+
 @expectation('08-memory-snapshot', how='model')
 def _(e, gpu):
-    per_step = (4 * DEPTH + 3) + (8 * DEPTH + 2) + 4 * DEPTH       # forward, backward, Adam's temporaries
+    per_step = sum(_step_allocations().values())                   # forward, backward, Adam's temporaries
     events = 2 * per_step * 3                                       # alloc, free_requested, free_completed
-    e.note("Some hundreds of events; the level peaks near a step's activations (segments, size: loose).")
+    per_event = snapshot_bytes_per_event()
+    e.note("Some hundreds of events; the level peaks near a step's activations. The file is small: "
+           f'about {per_event.value:.0f} B an event, since each frame and each stack is pickled once and then '
+           'only referenced.')
     e.text('actions', 'kinds of events', ['alloc', 'free_requested', 'free_completed'], how='source',
            why='the actions of a trace entry (torch/cuda/memory.py)')
     e.number('events', 'events', gpu_models.Estimate(
-        events, events // 2, 2 * events, 'events', f'{per_step} tensors a step x 3 events; x0.5 to x2'))
+        events, 0.9 * events, 1.25 * events, 'events',
+        f'{per_step} tensors a step, counted on a CPU (Adam foreach, as on CUDA), x 3 events x 2 steps; '
+        "-10% to +25% for CUDA kernels' own temporaries, the segments' events and the frees of the gradients "
+        'an earlier cell left'), how='simulated')
     e.number('max_level_kib', 'most allocated while recording', _peak_kib(ACTS, BUFFER, 'the activations'))
     e.number('segments', 'segments', gpu_models.Estimate(
-        8, 4, 30, 'segments', '2 MiB segments for ~7 MB of tensors, + cuBLAS workspaces'))
-    e.number('size_kib', 'snapshot file', gpu_models.Estimate(
-        events * 4, events, events * 16, 'KiB', 'a Python stack of 30-40 frames per event'))
+        8, 4, 30, 'segments', '2 MiB segments for ~7 MB of tensors, + cuBLAS workspaces'),
+        not_judged="the segments held at the dump depend on every tensor earlier cells keep (and a reader's "
+                   "own), and on cuBLAS's workspace per stream: no count of this cell predicts them")
+    e.number('bytes_per_event', 'snapshot file, bytes per event', per_event, how='simulated')
 
 
 @expectation('08-memory-summary', how='source')

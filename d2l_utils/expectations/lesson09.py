@@ -1,14 +1,16 @@
-"""Lesson 9 (mixed precision): what its five GPU-only cells are expected to show.
+"""Lesson 9 (mixed precision): what its GPU-only cells are expected to show.
 
 * TF32 (``09-tf32-matmul``, ``09-tf32-inputs``): the inputs' rounding is simulated on this CPU,
   exactly, bit for bit (``round_mantissa``, and ``round_ties_away``: rounding to nearest with
-  ties away from zero, the conversion that reproduces PyTorch's TF32 products); that the GPU
-  rounds rather than truncates is what PyTorch's CUDA notes say, and what these cells test.
+  ties away from zero, the conversion that reproduces PyTorch's TF32 products on Ampere); that
+  Ampere and Ada round rather than truncate is the evidence (``TF32_EVIDENCE``); on Hopper the
+  rule depends on the kernels cuBLAS picks (``HOPPER_TF32``), so the cells report it and it is
+  not judged there.
 * autocast on CUDA (``09-autocast-cuda``): each operation's dtype, from the CUDA lists in
   PyTorch's source (``tests/test_09_mixed_precision.py`` checks them against the installed
   ``autocast_mode.h``).
 * speed (``09-matmul-speed``, ``09-train-step``): the datasheet table and the course's models
-  (``d2l_utils/gpu_models.py``), with the T4's power limit (``matmul_tflops``); a training
+  (``d2l_utils/gpu_models.py``), at each GPU's sustained clock (``matmul_tflops``); a training
   step's peak memory counted tensor by tensor (``train_step_peak_bytes``).
 
 ``matmul_tflops`` is also used by lesson 10's expectations, ``product_tflops`` by lesson 10's
@@ -25,11 +27,6 @@ from ..lessons import round_mantissa
 from . import expectation
 
 GiB = 2**30
-
-
-def clock_share(gpu):
-    """(value, low, high): the share of its quoted clock that ``gpu`` keeps through a long product."""
-    return gpu_models.ASSUMPTIONS['clock_share_70w'][:3] if gpu.key == 'T4' else (1.0, 1.0, 1.0)
 
 
 def has_tf32(gpu):
@@ -57,21 +54,30 @@ def matmul_tflops(n, gpu, dtype):
 def product_tflops(m, n, k, gpu, dtype):
     """The TFLOP/s of an (m x k) @ (k x n) product in ``dtype`` ('float32', 'tf32', 'bfloat16',
     'float16') on ``gpu``, as an Estimate: ``gpu_models.matmul_seconds`` on the units it runs on
-    (``runs_as``), its operands in ``dtype``'s bytes, at the clock the GPU keeps."""
+    (``runs_as``), its operands in ``dtype``'s bytes, at the clock the GPU sustains (the model's
+    ``Datasheet.sustained_flops``: no clock factor here)."""
     computed = runs_as(dtype, gpu)
     t = gpu_models.matmul_seconds(m, n, k, gpu, computed, ITEMSIZE[dtype])
     rate = t.inverse(2 * m * n * k / 1e12, 'TFLOP/s')
-    keep, keep_low, keep_high = clock_share(gpu)
-    low = rate.low * keep_low * (0.25 if dtype == 'bfloat16' and computed == 'float32' else 1)
-    peak = gpu.flops(computed) / 1e12
-    why = f'{peak:.3g} TFLOP/s x {rate.low / peak:.0%}-{rate.high / peak:.0%}'
-    if gpu.key == 'T4':
-        why += f' x {keep_low:.0%}-{keep_high:.0%} of the clock (70 W)'
+    low = rate.low * (0.25 if bfloat16_emulated(dtype, gpu) else 1)
+    peak = gpu.sustained_flops(computed) / 1e12
+    why = f'{peak:.3g} TFLOP/s sustained x {rate.low / peak:.0%}-{rate.high / peak:.0%}'
+    if gpu.clock_share < 1:
+        why += f' (the datasheet\'s {gpu.flops(computed) / 1e12:.3g} at {gpu.clock_share:.0%} of its clock)'
     if dtype == 'tf32' and computed == 'float32':
         why = 'no TF32: float32, ' + why
-    if dtype == 'bfloat16' and computed == 'float32':
+    if bfloat16_emulated(dtype, gpu):
         why = 'no bfloat16 tensor cores: float32 units (down to 1/4 of their rate), ' + why
-    return Estimate(rate.value * keep, low, rate.high * keep_high, 'TFLOP/s', why)
+    return Estimate(rate.value, low, rate.high, 'TFLOP/s', why)
+
+
+def bfloat16_emulated(dtype, gpu):
+    """True for a bfloat16 product on a GPU without bfloat16 tensor cores (the T4)."""
+    return dtype == 'bfloat16' and runs_as(dtype, gpu) == 'float32'
+
+
+NO_BFLOAT16 = ("without bfloat16 tensor cores (Turing) cuBLAS runs bfloat16 on another path, "
+               "how fast no document says")
 
 
 # ---- TF32: the inputs as the tensor cores read them --------------------------------------------
@@ -125,7 +131,8 @@ def _simulate_tf32():
 
     def error(change):
         return ((change(a).double() @ change(b).double() - exact).norm() / exact.norm()).item()
-    errors = {'rounded': error(round_ties_away), 'truncated': error(truncate)}
+    errors = {'rounded': error(round_ties_away), 'truncated': error(truncate),
+              'mixed': ((round_ties_away(a).double() @ truncate(b).double() - exact).norm() / exact.norm()).item()}
     near = round_ties_away(torch.tensor(NEAR_1024)).tolist()
     return same, errors, near
 
@@ -140,56 +147,86 @@ def float32_product_error(k):
     sqrt(k / 2). A library that adds in blocks or pairs errs less.
     """
     value = 2**-23 / math.sqrt(32 * math.log(2)) * math.sqrt(k / 2)
-    return Estimate(value, value / 8, value * 2, 'relative',
-                    f'float32 sums of {k} terms in a row; summed in blocks, up to 8 times less')
+    return Estimate(value, value / 2, value * 1.25, 'relative',
+                    f'float32 sums of {k} terms in a row, as each thread of a float32 GEMM adds its k-loop '
+                    '(fused multiply-adds: the products add no rounding of their own); '
+                    'down to half for a kernel that splits k in two or more')
 
 
 TF32_EVIDENCE = ("PyTorch's CUDA notes (rounding, since PR 49625); inputs rounded by cvt.rna.tf32.f32 "
-                 "reproduced PyTorch's A100 results (Triton issue 4574)")
+                 "reproduced PyTorch's A100 results (Triton issue 4574); an RTX 3090 rounded 1024.5 up "
+                 "(PyTorch issue 53635)")
 NO_TF32 = 'no TF32 below compute capability 8.0 (torch.cuda.is_tf32_supported, torch/cuda/__init__.py)'
+HOPPER_TF32 = "Hopper: rounded, truncated or mixed, by the kernels cuBLAS picks (see the note)"
+HOPPER_NOTE = ("From compute capability 9.0 cuBLAS may run TF32 on wgmma kernels, whose shared-memory operands "
+               "may lose their lower 13 bits (the PTX ISA's section on wgmma) unless a kernel rounds one "
+               "first, or on mma.sync kernels, which round: on the H100 and H200 the rule is shown, not judged.")
+
+
+def tf32_rule(gpu):
+    """(rule, why, not_judged) for TF32 on ``gpu``: 'rounded' from compute capability 8.0 to 8.9 (the
+    mma.sync path, which the evidence shows rounding), 'none' below 8.0, and no judgement from 9.0 on."""
+    if gpu.capability < (8, 0):
+        return 'none', NO_TF32, None
+    if gpu.capability < (9, 0):
+        return 'rounded', TF32_EVIDENCE, None
+    return 'rounded', TF32_EVIDENCE, HOPPER_TF32
 
 
 @expectation('09-tf32-matmul', how='simulated')
 def _tf32_matmul(e, gpu):
     same, errors, _ = tf32_simulation()
     fp32 = float32_product_error(4096)
-    e.note('The H200 reads each input with 10 mantissa bits, rounded to nearest: its error should match the '
-           'emulation with rounded inputs, not the 2.6 times larger one with truncated inputs. The T4 has no TF32.')
-    if has_tf32(gpu):
-        tf32 = Estimate(errors['rounded'], 0.8 * errors['rounded'], 1.25 * errors['rounded'], 'relative',
-                        f"inputs rounded, simulated here (truncated: {errors['truncated']:.1e}); x 0.8-1.25")
-        e.number('err_fp32', 'relative error, TF32 forbidden', fp32, how='model')
-        e.number('err_tf32', 'relative error, TF32 allowed', tf32)
-        e.text('rule', 'the emulation the GPU matches', 'rounded', why=TF32_EVIDENCE)
-    else:
-        e.number('err_fp32', 'relative error, TF32 forbidden', fp32, how='model')
+    rule, why, unsure = tf32_rule(gpu)
+    e.note('Ampere and Ada cards (compute capability 8.x) read each input with 10 mantissa bits, rounded to '
+           'nearest: the error should match the emulation with both inputs rounded, not the 1.6 times larger one '
+           'with one input truncated (mixed) or the 2.6 times larger one with both truncated. The T4 has no TF32.')
+    e.note(HOPPER_NOTE)
+    e.number('err_fp32', 'relative error, TF32 forbidden', fp32, how='model')
+    if rule == 'none':
         e.number('err_tf32', 'relative error, TF32 allowed', fp32, how='model')
-        e.text('rule', 'the emulation the GPU matches', 'none', how='source', why=NO_TF32)
+        e.text('rule', 'the emulation the GPU matches', 'none', how='source', why=why)
+        return
+    tf32 = Estimate(errors['rounded'], 0.8 * errors['rounded'], 1.25 * errors['rounded'], 'relative',
+                    f"inputs rounded, simulated here (mixed: {errors['mixed']:.1e}, truncated: "
+                    f"{errors['truncated']:.1e}); x 0.8-1.25")
+    e.number('err_tf32', 'relative error, TF32 allowed', tf32, not_judged=unsure)
+    e.text('rule', 'the emulation the GPU matches (rounded, mixed, truncated or neither)', rule, why=why,
+           not_judged=unsure)
 
 
 @expectation('09-tf32-inputs', how='simulated')
 def _tf32_inputs(e, gpu):
     same, _, near = tf32_simulation()
-    e.note('a @ I is a as the tensor cores read it: on the H200 rounded to nearest (the tie 1024.5 expected away '
-           'from zero, as on Ampere cards); on the T4, which has no TF32, unchanged.')
-    if has_tf32(gpu):
-        e.text('near_1024', f'{list(NEAR_1024)} become', [f'[{near[0]}, ', f', {near[2]}, {near[3]}]'],
-               why='rounded to nearest, the tie either way; truncated: [1024.0, 1024.0, 1024.0, 1025.0]')
-        e.text('tie', '1024.5, a tie, becomes', str(near[1]),
-               why='away from zero, as cvt.rna.tf32.f32 rounds and an RTX 3090 did (PyTorch issue 53635); '
-                   'to even: 1024.0')
-        e.number('rounded_share', 'entries equal to round_mantissa(a, 10)',
-                 Estimate(same['rounded'], 99.9, 100, '%', 'all but ties (1 in 8192); 2**16 normal values simulated'))
-        e.number('truncated_share', 'entries equal to truncate_mantissa(a, 10)',
-                 Estimate(same['truncated'], 40, 60, '%', 'where the dropped bits round down anyway: about half'))
-    else:
-        e.text('near_1024', f'{list(NEAR_1024)} become', str(list(NEAR_1024)), how='source',
+    rule, why, unsure = tf32_rule(gpu)
+    e.note('a @ I and I @ a are a as the tensor cores read it, as the left and as the right operand: on Ampere and '
+           'Ada cards rounded to nearest (the tie 1024.5 expected away from zero, as on an RTX 3090); on the T4, '
+           'which has no TF32, unchanged.')
+    e.note(HOPPER_NOTE)
+    if rule == 'none':
+        e.text('near_1024', f'{list(NEAR_1024)} become (left operand)', str(list(NEAR_1024)), how='source',
                why=NO_TF32 + '; x * 1 + 0 is exact')
         e.text('tie', '1024.5, a tie, becomes', str(NEAR_1024[1]), how='source', why=NO_TF32)
         e.number('rounded_share', 'entries equal to round_mantissa(a, 10)',
                  Estimate(same['unchanged'], 0, 0.1, '%', 'entries that already fit in 10 bits (1 in 8192)'))
         e.number('truncated_share', 'entries equal to truncate_mantissa(a, 10)',
                  Estimate(same['unchanged'], 0, 0.1, '%', 'the same entries'))
+        e.text('rule', 'the rule of each operand, together', 'none', how='source', why=NO_TF32)
+        return
+    e.text('near_1024', f'{list(NEAR_1024)} become (left operand)', [f'[{near[0]}, ', f', {near[2]}, {near[3]}]'],
+           why='rounded to nearest, the tie either way; truncated: [1024.0, 1024.0, 1024.0, 1025.0]',
+           not_judged=unsure)
+    e.text('tie', '1024.5, a tie, becomes', str(near[1]),
+           why='away from zero, as cvt.rna.tf32.f32 rounds and an RTX 3090 did (PyTorch issue 53635); '
+               'to even: 1024.0', not_judged=unsure)
+    e.number('rounded_share', 'entries equal to round_mantissa(a, 10)',
+             Estimate(same['rounded'], 99.9, 100, '%', 'all but ties (1 in 8192); 2**16 normal values simulated'),
+             not_judged=unsure)
+    e.number('truncated_share', 'entries equal to truncate_mantissa(a, 10)',
+             Estimate(same['truncated'], 40, 60, '%', 'where the dropped bits round down anyway: about half'),
+             not_judged=unsure)
+    e.text('rule', 'the rule of each operand, together (rounded, mixed, truncated or neither)', rule, why=why,
+           not_judged=unsure)
 
 
 # ---- autocast on CUDA ------------------------------------------------------------------------------
@@ -228,7 +265,8 @@ def _matmul_speed(e, gpu):
            f"{h200.flops('bfloat16') / h200.vector_flops:.0f} times as fast as float32 (datasheet). The T4 has float16 "
            'tensor cores only (no TF32, bfloat16 on float32 units) and slows its clock to stay under 70 W.')
     for dtype in ('float32', 'tf32', 'bfloat16', 'float16'):
-        e.number(f'{dtype}_tflops', f'{dtype}, 8192 x 8192', matmul_tflops(8192, gpu, dtype))
+        e.number(f'{dtype}_tflops', f'{dtype}, 8192 x 8192', matmul_tflops(8192, gpu, dtype),
+                 not_judged=NO_BFLOAT16 if bfloat16_emulated(dtype, gpu) else None)
 
 
 WIDTH, BATCH, LAYERS = 4096, 8192, 4
@@ -276,8 +314,7 @@ def train_step_ms(mode, gpu):
     products = Estimate(train_step_flops() / (rate.value * 1e12), train_step_flops() / (rate.high * 1e12),
                         train_step_flops() / (rate.low * 1e12), 's')
     memory = gpu_models.elementwise_seconds(train_step_bytes(mode), gpu)
-    _, _, launch_high, _ = gpu_models.ASSUMPTIONS['launch_s']
-    host = 70 * launch_high                           # about 70 kernels a step, if the host falls behind
+    host = 70 * gpu_models.assumed('launch_s', gpu).high                          # about 70 kernels a step, if the host falls behind
     why = f'{rate.value:.3g} TFLOP/s for the products, {train_step_bytes(mode) / 1e9:.1f} GB elementwise'
     return Estimate((products.value + memory.value) * 1e3, (products.low + memory.low) * 1e3,
                     (products.high + memory.high + host) * 1e3, 'ms', why)
@@ -311,7 +348,7 @@ def _train_step(e, gpu):
            'weights and a float32 copy of the output for the loss.')
     for mode in MODES:
         e.number(f'{mode}_ms', f'{mode}{" + scaler" if mode == "float16" else ""}, time a step',
-                 train_step_ms(mode, gpu))
+                 train_step_ms(mode, gpu), not_judged=NO_BFLOAT16 if bfloat16_emulated(mode, gpu) else None)
     for mode, label in (('float32', 'float32 (and tf32)'), ('bfloat16', 'bfloat16 (and float16)')):
         peak = train_step_peak_bytes(mode) / GiB
         e.number(f'{mode}_peak_gib', f'{label}, peak above the level before the cell',
@@ -335,9 +372,14 @@ def _bce_banned(e, gpu):
 
 @expectation('09-matmul-shapes', how='model')
 def _matmul_shapes(e, gpu):
-    e.note('n = 4096 runs at the rate of the 8192 product; 4095 and 4097 put rows off the 16-byte boundary, '
-           "and cuBLAS's narrower kernels run slower: by how much no datasheet says (a wide range).")
+    e.note('n = 4096 runs at the rate of the 8192 product. Rows of 4095 or 4097 halves are not 16-byte aligned, '
+           "which rules out cuBLAS's fastest kernels (on Hopper its TMA and wgmma ones: a TMA stride must be a "
+           'multiple of 16 bytes); what the fallback reaches depends on the kernel cuBLAS finds, from near the '
+           'aligned rate to 100 times slower in published reports: shown, not judged.')
     e.number('aligned_tflops', 'float16, n = 4096', matmul_tflops(4096, gpu, 'float16'))
     share = gpu_models.assumption('misaligned_matmul_share', '%').scaled(100)
     for name, n in (('minus_one_percent', 4095), ('plus_one_percent', 4097)):
-        e.number(name, f'float16, n = {n}, as a share of n = 4096', share)
+        e.number(name, f'float16, n = {n}, as a share of n = 4096', share, not_judged=MISALIGNED)
+
+
+MISALIGNED = "how much slower the fallback runs no document says (see the note)"
