@@ -4,13 +4,14 @@ Course machinery, written by hand (like ``gpu_models.py``). Each calculator is a
 course already uses, from the one datasheet table and ``ASSUMPTIONS`` of ``gpu_models.py``
 (never numbers of its own), with controls:
 
-* ``copy_calculator`` (lesson 3): a copy of N bytes over a chosen link, pinned or pageable:
-  latency + bytes / bandwidth, ``gpu_models.copy_seconds``;
+* ``copy_calculator`` (lesson 3): a copy of N bytes over a chosen link, pinned or pageable, from
+  a chosen kind of host: latency + bytes / bandwidth, ``gpu_models.copy_seconds``;
 * ``memory_calculator`` (lessons 8 and 12): what training a GPT of lesson 8's shape keeps on
   each GPU (parameters, gradients, optimizer state, activations) by precision, optimizer,
   batch, sequence length, activation checkpointing, and DDP or FSDP over N GPUs;
 * ``roofline_calculator`` (lesson 10): a matrix product of chosen sizes and dtype on a
-  chosen GPU: the time the roofline allows, the bound, and the MFU a measured time means;
+  chosen GPU of the datasheet table: the time the roofline allows, the bound, and the MFU a
+  measured time means;
 * ``allreduce_calculator`` (lesson 12): a ring all-reduce of N bytes over N GPUs on a chosen
   interconnect: time and bus bandwidth.
 
@@ -27,8 +28,8 @@ import math
 from . import gpu_models
 from .gpu_models import ASSUMPTIONS, DATASHEET, Estimate
 
-__all__ = ['LINKS', 'INTERCONNECTS', 'SHAPES', 'PRECISIONS', 'copy_time', 'training_memory_per_gpu',
-           'largest_batch', 'matmul_roofline', 'allreduce_time', 'copy_calculator', 'memory_calculator',
+__all__ = ['LINKS', 'HOSTS', 'link_host', 'INTERCONNECTS', 'SHAPES', 'PRECISIONS', 'copy_time',
+           'training_memory_per_gpu', 'largest_batch', 'matmul_roofline', 'allreduce_time', 'copy_calculator', 'memory_calculator',
            'roofline_calculator', 'allreduce_calculator']
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
@@ -67,22 +68,38 @@ def _time(seconds):
 # between two GPUs with peer access.
 LINKS = {f'PCIe {g}.0 x{w}': ('pcie', (g, w)) for g in (3, 4, 5) for w in (16, 8)}
 LINKS['NVLink, GPU to GPU (H200)'] = ('nvlink', 'H200')
+LINKS['NVLink, GPU to GPU (A100)'] = ('nvlink', 'A100')
+HOSTS = list(gpu_models.HOSTS)        # the kinds of host of gpu_models.HOST_ASSUMPTIONS
 
 
-def copy_time(nbytes, link='PCIe 5.0 x16', memory='pinned'):
+def link_host(link):
+    """The host a copy over ``link`` is modelled on by default: that of the first reference GPU
+    with that PCIe link (PCIe 5.0 x16: the H100's and H200's server; 3.0 x16: the T4's Colab VM),
+    else a server; between two GPUs, that GPU's."""
+    kind, what = LINKS[_choice(link, 'link', list(LINKS))]
+    if kind == 'nvlink':
+        return DATASHEET[what].host
+    return next((g.host for g in gpu_models.reference_gpus() if g.pcie == what), 'server')
+
+
+def copy_time(nbytes, link='PCIe 5.0 x16', memory='pinned', host=None):
     """A copy of ``nbytes`` over ``link`` (a key of ``LINKS``) from ``memory`` ('pinned' or
-    'pageable' host memory; ignored between two GPUs): {'seconds', 'gb_s'} as Estimates and
-    'link_gb_s', the link's one-way rate. Lesson 3's model, ``gpu_models.copy_seconds``, on a
-    GPU with that PCIe link; between GPUs, ``gpu_models.peer_copy_seconds``."""
+    'pageable' host memory; ignored between two GPUs) on a ``host`` ('server', 'colab' or
+    'desktop'; by default ``link_host(link)``): {'seconds', 'gb_s'} as Estimates and 'link_gb_s',
+    the link's one-way rate. Lesson 3's model, ``gpu_models.copy_seconds``, on a GPU with that
+    PCIe link in that host (whose own PCIe generation may be lower: ``gpu_models.host_link``);
+    between GPUs, ``gpu_models.peer_copy_seconds``."""
     nbytes = _positive(nbytes, 'the size (bytes)')
     kind, what = LINKS[_choice(link, 'link', list(LINKS))]
     _choice(memory, 'memory', ['pinned', 'pageable'])
+    host = link_host(link) if host is None else _choice(host, 'host', HOSTS)
     if kind == 'pcie':
-        gpu = dataclasses.replace(DATASHEET['H200'], pcie=what)          # only the link matters here
+        # only the link and the host matter here
+        gpu = dataclasses.replace(DATASHEET['H200'], key='GPU', pcie=what, host=host)
         seconds = gpu_models.copy_seconds(nbytes, gpu, memory == 'pinned')
-        link_bytes_per_s = gpu_models.pcie_bytes_per_s(*what)
+        link_bytes_per_s = gpu_models.pcie_bytes_per_s(*gpu_models.host_link(gpu))    # Colab's hosts: 3.0 at most
     else:
-        seconds = gpu_models.peer_copy_seconds(nbytes, DATASHEET[what])
+        seconds = gpu_models.peer_copy_seconds(nbytes, dataclasses.replace(DATASHEET[what], host=host))
         link_bytes_per_s = gpu_models.peer_link(DATASHEET[what])[0]
     return {'seconds': seconds, 'gb_s': seconds.inverse(nbytes / 1e9, 'GB/s'), 'link_gb_s': link_bytes_per_s / 1e9}
 
@@ -90,8 +107,8 @@ def copy_time(nbytes, link='PCIe 5.0 x16', memory='pinned'):
 def _copy_line(nbytes, link, memory):
     r = copy_time(nbytes, link, memory)
     s, g = r['seconds'], r['gb_s']
-    return (f'{_size(nbytes)} over {link}, {memory}: {_time(s.value)} ({_time(s.low)} to {_time(s.high)}), '
-            f'{g.value:.1f} GB/s ({g.low:.1f} to {g.high:.1f}) of the link\'s {r["link_gb_s"]:.1f}')
+    return (f'{_size(nbytes)} over {link}, {memory} ({link_host(link)}): {_time(s.value)} ({_time(s.low)} to '
+            f'{_time(s.high)}), {g.value:.1f} GB/s ({g.low:.1f} to {g.high:.1f}) of the link\'s {r["link_gb_s"]:.1f}')
 
 
 # ------------------------------------------------- training memory (lessons 8 and 12)
@@ -111,7 +128,7 @@ OPTIMIZERS = {'SGD': 0, 'SGD with momentum': 1, 'Adam': 2}        # state tensor
 PARALLEL = ['one GPU', 'DDP', 'FSDP']
 STATES = ('parameters', 'gradients', 'optimizer state', 'master weights')      # what lives from step to step
 CARDS = {'H200 (141 GiB)': DATASHEET['H200'].memory_bytes, 'T4 (16 GiB)': DATASHEET['T4'].memory_bytes,
-         '80 GiB card': 80 * GiB, '24 GiB card': 24 * GiB}
+         '80 GiB card': 80 * GiB, '24 GiB card': 24 * GiB, 'A100 (40 GiB)': DATASHEET['A100'].memory_bytes}
 
 
 def gpt_parameters(vocab, d, depth):
@@ -227,7 +244,7 @@ def matmul_roofline(m=8192, n=8192, k=8192, dtype='bfloat16', gpu='H200', measur
 
 # ------------------------------------------------------------------ an all-reduce (lesson 12)
 
-INTERCONNECTS = {'NVLink (H200)': 'H200', 'PCIe 3.0 x16 (T4)': 'T4',
+INTERCONNECTS = {'NVLink (H200)': 'H200', 'PCIe 3.0 x16 (T4)': 'T4', 'NVLink (A100)': 'A100',
                  'PCIe 4.0 x16': (4, 16), 'PCIe 5.0 x16': (5, 16)}
 
 
@@ -236,7 +253,8 @@ def allreduce_time(nbytes=256 * MiB, gpus=2, interconnect='NVLink (H200)'):
     ``ring_allreduce_bytes`` (2(n-1)/n of the message) over one direction of the link at NCCL's
     share of it (``nccl_nvlink_share`` or ``nccl_pcie_share``), with the latency of lesson 12's
     expectation (``ring_latency``: NCCL's for each of the ring's n-1 steps, and four host
-    launches). {'seconds', 'bus_gb_s'} as Estimates."""
+    launches, each ``launch_s`` of the GPU's host; a server's for a bare PCIe link).
+    {'seconds', 'bus_gb_s'} as Estimates."""
     from .expectations.lesson12 import allreduce_link, allreduce_seconds, ring_latency
     from .lessons import bus_bandwidth
     nbytes = _positive(nbytes, 'the message size (bytes)')
@@ -248,8 +266,9 @@ def allreduce_time(nbytes=256 * MiB, gpus=2, interconnect='NVLink (H200)'):
         kind, link = allreduce_link(DATASHEET[what])
     else:
         kind, link = 'pcie', gpu_models.pcie_bytes_per_s(*what)
+    host = DATASHEET[what] if isinstance(what, str) else 'server'
     share, nccl, launch = (ASSUMPTIONS[f'nccl_{kind}_share'], ASSUMPTIONS[f'nccl_latency_{kind}_s'],
-                           ASSUMPTIONS['launch_s'])
+                           gpu_models.assumed('launch_s', host))
 
     def seconds(lat, each, s):
         return allreduce_seconds(int(nbytes), link, ring_latency(lat, each, gpus), s, gpus)
@@ -323,9 +342,10 @@ def _controls(build):
     return build(ipywidgets)
 
 
-def copy_calculator(nbytes=64 * MiB, link='PCIe 5.0 x16', memory='pinned'):
-    """Lesson 3: a copy's time over a chosen link. Defaults: the lesson's 64 MiB over the H200's link."""
-    copy_time(nbytes, link, memory)                        # a bad default fails here, not in the widget
+def copy_calculator(nbytes=64 * MiB, link='PCIe 5.0 x16', memory='pinned', host=None):
+    """Lesson 3: a copy's time over a chosen link. Defaults: the lesson's 64 MiB over the H200's link,
+    on the link's host (``link_host``: a server for PCIe 5.0 x16)."""
+    copy_time(nbytes, link, memory, host)                  # a bad default fails here, not in the widget
     static = [_copy_line(64 * MiB, lk, mem) for lk in ('PCIe 5.0 x16', 'PCIe 3.0 x16')
               for mem in ('pinned', 'pageable')]
     static += [_copy_line(64 * KiB, 'PCIe 5.0 x16', 'pinned'),
@@ -333,13 +353,16 @@ def copy_calculator(nbytes=64 * MiB, link='PCIe 5.0 x16', memory='pinned'):
     controls = _controls(lambda w: {
         'log2_bytes': w.IntSlider(value=round(math.log2(nbytes)), min=0, max=34, description='size: 2^n bytes, n ='),
         'link': w.Dropdown(options=list(LINKS), value=link, description='link'),
-        'memory': w.ToggleButtons(options=['pinned', 'pageable'], value=memory, description='host memory')})
+        'memory': w.ToggleButtons(options=['pinned', 'pageable'], value=memory, description='host memory'),
+        'host': w.ToggleButtons(options=['(the link\'s)'] + HOSTS, value=host or '(the link\'s)', description='host')})
 
-    def compute(log2_bytes, link, memory):
+    def compute(log2_bytes, link, memory, host):
         n = 2 ** log2_bytes
-        r = copy_time(n, link, memory)
+        host = link_host(link) if host not in HOSTS else host
+        r = copy_time(n, link, memory, host)
         s, g = r['seconds'], r['gb_s']
-        return (f'<div>{_size(n)} over {html.escape(link)} ({r["link_gb_s"]:.1f} GB/s one way), {memory}:</div>'
+        return (f'<div>{_size(n)} over {html.escape(link)} ({r["link_gb_s"]:.1f} GB/s one way), {memory}, '
+                f'on a {host} host:</div>'
                 + _value('seconds', f'time {_time(s.value)} (range {_time(s.low)} to {_time(s.high)})', s.value)
                 + _value('gb_s', f'bandwidth seen {g.value:.1f} GB/s ({g.low:.1f} to {g.high:.1f})', g.value)
                 + f'<div style="color:#555">{html.escape(s.why)}</div>')
