@@ -1,10 +1,10 @@
-"""What lesson 1's GPU-only cells are expected to show on the reference GPUs (H200, T4).
+"""What lesson 1's GPU-only cells are expected to show on the GPUs of the datasheet table.
 
 Most of them show a behaviour, read here from PyTorch's source: what the bare ``'cuda'``
 device means, what ``CUDA_VISIBLE_DEVICES`` does and when. The card's name, capability,
 SMs and memory come from the datasheet table (``d2l_utils/gpu_models.py``); the caching
 allocator's reserved memory is simulated from its rounding rules (replayed in ``lesson08.py``);
-the memory a CUDA context holds is a model with a wide range, since the driver decides it.
+the memory a CUDA context holds is a model, per kind of host, since the driver decides it.
 """
 from .. import gpu_models
 from ..gpu_models import ASSUMPTIONS, Estimate
@@ -31,22 +31,23 @@ EARLIER = segment_bytes(4)
 
 def context_bytes(gpu):
     """The memory one CUDA context that ran no kernel holds on ``gpu``, as an Estimate in bytes:
-    what the driver keeps for itself (not documented), and a stack for every thread the card can
-    hold at once (``gpu_models.THREADS_PER_SM`` and ``ASSUMPTIONS``)."""
+    what the driver keeps for itself on ``gpu``'s kind of host (not documented:
+    ``gpu_models.assumed('cuda_context_bytes', gpu)``), and a stack for every thread the card can
+    hold at once (``gpu_models.THREADS_PER_SM`` and ``ASSUMPTIONS``), which both ends include."""
     if gpu.capability not in gpu_models.THREADS_PER_SM:
         raise ValueError(f'no resident-thread count for capability {gpu.capability} ({gpu.key})')
     threads, stack = gpu_models.THREADS_PER_SM[gpu.capability], ASSUMPTIONS['thread_stack_bytes'][0]
     local = gpu.sms * threads * stack
-    base, low, high, _ = ASSUMPTIONS['cuda_context_bytes']
-    why = (f"{low // MiB}-{high // MiB} MiB for the driver, plus up to {local // MiB} MiB of stacks "
+    base, low, high, _ = gpu_models.assumed('cuda_context_bytes', gpu)
+    why = (f"{low // MiB}-{high // MiB} MiB for the driver ({gpu.host}), plus {local // MiB} MiB of stacks "
            f'({gpu.sms} SMs x {threads} threads x {stack // 1024} KiB)')
-    return Estimate(base + local, low, high + local, 'B', why)
+    return Estimate(base + local, low + local, high + local, 'B', why)
 
 
 def reported_memory_bytes(gpu):
     """The total memory ``torch.cuda.mem_get_info`` reports on ``gpu``, as an Estimate in bytes:
     the datasheet's, less ECC's check bits on GDDR memory, less what the driver keeps."""
-    ecc = ASSUMPTIONS['ecc_share'][0] if gpu.memory_type.startswith('GDDR') else 0
+    ecc = ASSUMPTIONS['ecc_share'][0] if gpu.ecc_in_memory else 0
     usable = gpu.memory_bytes * (1 - ecc)
     kept, low, high, _ = ASSUMPTIONS['driver_kept_share']
     why = (f'the datasheet memory{f" less 1/{round(1 / ecc)} for ECC," if ecc else ","} '

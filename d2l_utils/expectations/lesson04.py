@@ -1,10 +1,11 @@
 """Lesson 4 (synchronization): what its seven GPU-only cells are expected to show.
 
 The times come from ``gpu_models``: each eager op costs the host a launch
-(``ASSUMPTIONS['launch_s']``), each kernel takes its roofline time (``matmul_seconds``,
+(``assumed('launch_s', gpu)``: the launch cost of the kind of host that GPU typically has),
+each kernel takes its roofline time at the sustained clock (``matmul_seconds``,
 ``kernel_seconds``), and the GPU runs the queue in order, starting each kernel once it is
 launched and the one before it is done. ``simulate`` plays a training step out kernel by
-kernel that way, with two more host costs from ``ASSUMPTIONS``: an op that launches no kernel
+kernel that way, with two more host costs for the same host: an op that launches no kernel
 (``light_op_s``) and a step's own Python (``step_python_s``). The warnings and error messages
 are quoted from PyTorch's source, with the file named.
 """
@@ -31,11 +32,17 @@ def combine(fn, unit, why):
     return Estimate(*(fn(s) * scale for s in SCENARIOS), unit, why)
 
 
-# (value, low, high, why), from gpu_models.ASSUMPTIONS
-LAUNCH = gpu_models.ASSUMPTIONS['launch_s']
-LATENCY = gpu_models.ASSUMPTIONS['copy_latency_s']
-LIGHT_OP_S = gpu_models.ASSUMPTIONS['light_op_s']
-STEP_PYTHON_S = gpu_models.ASSUMPTIONS['step_python_s']
+def host_costs(gpu):
+    """The host's costs on ``gpu``'s kind of host (``gpu_models.assumed``), each an Estimate in seconds:
+    (a launch, a copy's latency, an op without a kernel, a step's own Python)."""
+    return tuple(gpu_models.assumed(name, gpu, 's')
+                 for name in ('launch_s', 'copy_latency_s', 'light_op_s', 'step_python_s'))
+
+
+def launch_text(gpu):
+    """'3-8 µs a launch (launch_s, server)' for ``gpu``'s host."""
+    launch = host_costs(gpu)[0]
+    return f'{launch.low * 1e6:.1f}-{launch.high * 1e6:.1f} µs a launch (launch_s, {gpu.host})'
 
 
 def product(n, gpu):
@@ -51,6 +58,7 @@ def timeline(gpu, scenario='value'):
     Each iteration costs the host two event records and a product (cuBLAS's setup and the launch: two
     launches); the GPU starts the first product once it is launched and runs the eight back to back.
     """
+    LAUNCH, LATENCY = host_costs(gpu)[:2]
     launch, mm = pick(LAUNCH, scenario), pick(product(2048, gpu), scenario)
     host, device, now, free = [], [], 0.0, 0.0
     for _ in range(8):
@@ -69,8 +77,9 @@ def draw_timelines(ax):
     ax.axis('off')
     ax.set_title('8 products of 2048 x 2048 launched, then .item()\n'
                  'blue: the host launching; orange: the GPU computing; hatched: the host waiting')
-    for k, gpu in enumerate(gpu_models.reference_gpus()):
-        sub = ax.inset_axes([0.07, 0.64 - 0.48 * k, 0.92, 0.28])
+    gpus = gpu_models.reference_gpus()
+    for k, gpu in enumerate(gpus):
+        sub = ax.inset_axes([0.07, 1 - (k + 0.82) / len(gpus), 0.92, 0.52 / len(gpus)])
         sub.patch.set_alpha(0)                       # the MODEL mark below stays visible
         host, device, waits = timeline(gpu)
         sub.broken_barh([(s, e - s) for s, e in host], (1.6, 0.8), color='tab:blue')
@@ -87,7 +96,7 @@ def _launch_timeline(e, gpu):
     e.note('The host launches all eight products in a fraction of a millisecond; the GPU takes far longer, '
            'and .item() waits for it.')
     spans = {s: timeline(gpu, s) for s in SCENARIOS}
-    why = f'8 x (2 event records + a product): 32 launches of {LAUNCH[1] * 1e6:.0f}-{LAUNCH[2] * 1e6:.0f} µs (launch_s)'
+    why = f'8 x (2 event records + a product): 32 launches at {launch_text(gpu)}'
     e.number('loop_returned_ms', 'loop returned at', Estimate(*(spans[s][0][-1][1] for s in SCENARIOS), 'ms', why))
     mm = product(2048, gpu)
     why = f'8 float32 products of {mm.value * 1e3:.2f} ms ({mm.low * 1e3:.2f} to {mm.high * 1e3:.2f}) each'
@@ -130,6 +139,7 @@ def _blocking_copy_waits(e, gpu):
     e.note('A blocking copy to the GPU, however small, returns only once everything queued before it is done: '
            'PyTorch queues the copy, then waits for the whole stream.')
     mm = product(2048, gpu)
+    LAUNCH, LATENCY = host_costs(gpu)[:2]
     queued = combine(lambda s: 20 * pick(mm, s), 'ms', '20 float32 products of 2048 x 2048, back to back')
     e.number('gpu_ms', 'the queued products (CUDA events)', queued)
     e.number('returned_ms', 'the 16-byte copy returned after',
@@ -148,11 +158,11 @@ def _blocking_copy_waits(e, gpu):
 def _timing_on_gpu(e, gpu):
     e.note('The naive clock reads only the launch (microseconds); the synchronized clock, time_op and '
            'CUDA events all read the product itself, milliseconds, and agree.')
-    mm = product(4096, gpu)
-    launches = f'{LAUNCH[1] * 1e6:.0f}-{LAUNCH[2] * 1e6:.0f} µs a launch (launch_s)'
+    mm, LAUNCH = product(4096, gpu), host_costs(gpu)[0]
     e.number('naive_ms', 'naive clock', combine(lambda s: 2 * pick(LAUNCH, s), 'ms',
-             f"a product's host cost, two launches (PyTorch's and cuBLAS's setup), at {launches}"))
-    product_why = f'float32, compute-bound, at the reachable share of {gpu.flops("float32") / 1e12:.0f} TFLOP/s'
+             f"a product's host cost, two launches (PyTorch's and cuBLAS's setup), at {launch_text(gpu)}"))
+    product_why = (f'float32, compute-bound, at the reachable share of the sustained '
+                   f'{gpu.sustained_flops("float32") / 1e12:.0f} TFLOP/s (gpu_models.matmul_seconds)')
     e.number('synced_ms', 'synchronized clock', combine(lambda s: 3 * pick(LAUNCH, s) + pick(mm, s), 'ms',
              f'the launch, the product ({product_why}), and the wait'))
     mm = Estimate(mm.value, mm.low, mm.high, 's', product_why)
@@ -194,6 +204,7 @@ def step_ops(width, batch=1024):
 def simulate(ops, gpu, steps, read_every_step, scenario):
     """Seconds for ``steps`` training steps: the host launches each op in turn; the GPU runs each kernel
     once it is launched and the one before is done; a read waits for the GPU, then copies one number."""
+    LAUNCH, LATENCY, LIGHT_OP_S, STEP_PYTHON_S = host_costs(gpu)
     launch, light = pick(LAUNCH, scenario), pick(LIGHT_OP_S, scenario)
     python, latency = pick(STEP_PYTHON_S, scenario), pick(LATENCY, scenario)
     add = (0, 12)                                              # total += loss.detach(): one tiny kernel
@@ -216,6 +227,7 @@ WIDTHS = (64, 1024, 4096)
 
 def host_and_gpu(ops, gpu):
     """Seconds a step costs the host (L) and the GPU (C), at the model's values: the lesson's L and C."""
+    LAUNCH, _, LIGHT_OP_S, STEP_PYTHON_S = host_costs(gpu)
     launch, light, python = LAUNCH[0], LIGHT_OP_S[0], STEP_PYTHON_S[0]
     kernels = [op for op in ops if isinstance(op, tuple)]
     host = len(kernels) * launch + ops.count(None) * light + ops.count('python') * python / 2
@@ -225,11 +237,13 @@ def host_and_gpu(ops, gpu):
 @expectation('04-training-loop', how='model')
 def _training_loop(e, gpu):
     e.note('At width 64 the host is the bottleneck and the GPU waits for launches; at 4096 the GPU is, and the '
-           'host runs ahead. A read every step costs most where the two are close, and less than L + C: the '
-           'GPU starts each kernel as soon as it is queued.')
-    e.note(f'Simulated kernel by kernel: 52 host ops a step, 21 of them kernels. Ranges: '
-           f'{LAUNCH[1] * 1e6:.0f}-{LAUNCH[2] * 1e6:.0f} µs a launch (launch_s), '
-           f'{LIGHT_OP_S[1] * 1e6:.1f}-{LIGHT_OP_S[2] * 1e6:.0f} µs an op without a kernel, '
+           'host runs ahead. A read every step costs a few percent, about min(L, C) / 21 a step plus the read: '
+           'the GPU starts each of the 21 kernels as soon as it is queued, so only a step\'s first launch and '
+           'its last kernel stop overlapping (the schematic\'s middle row, not its worst case L + C).')
+    _, _, LIGHT_OP_S, STEP_PYTHON_S = host_costs(gpu)
+    e.note(f'Simulated kernel by kernel: 52 host ops a step, 21 of them kernels. Ranges for the {gpu.key}\'s '
+           f'host: {launch_text(gpu)}, '
+           f'{LIGHT_OP_S[1] * 1e6:.1f}-{LIGHT_OP_S[2] * 1e6:.1f} µs an op without a kernel, '
            f'{STEP_PYTHON_S[1] * 1e6:.0f}-{STEP_PYTHON_S[2] * 1e6:.0f} µs of Python a step, '
            'each kernel at the reachable share of its roofline.')
     for w in WIDTHS:
@@ -248,7 +262,7 @@ def _training_loop(e, gpu):
 def _item_waits(e, gpu):
     e.note('.item() waits about as long as the queued products take, whatever the GPU: the cell sizes the '
            'queue at 0.3 s; the other thread keeps counting meanwhile.')
-    mm = product(4096, gpu)
+    mm, (LAUNCH, LATENCY) = product(4096, gpu), host_costs(gpu)[:2]
     launch_low, launch_high = LAUNCH[1], LAUNCH[2]
     count = math.ceil(0.3 / (mm.value + 3 * LAUNCH[0]))              # products queued, as the cell sizes them
     most, fewest = math.ceil(0.3 / mm.low), math.ceil(0.3 / (mm.high + 3 * launch_high))
