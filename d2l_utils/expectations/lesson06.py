@@ -1,10 +1,10 @@
-"""What lesson 6's GPU-only cells are expected to show on the reference GPUs (H200, T4).
+"""What lesson 6's GPU-only cells are expected to show on the reference GPUs (H100, H200, T4).
 
 Where each chunk, output and gradient lands is read from ``torch/nn/parallel`` and its C++
 half (``torch/csrc/cuda/comm.cpp``); the chunk sizes are simulated with ``torch.chunk`` on
 the CPU; DataParallel's device check is quoted from ``data_parallel.py``. Two cells need two
-GPUs, which neither reference machine has: their expectation is for a machine with two of
-that GPU. The memory each GPU gains during one DataParallel step is a model, counted tensor
+GPUs, which neither reference machine has: their expectation is for two of that GPU, the
+two the cells use (``device_ids=[0, 1]``) on a machine with two or more. The memory each GPU gains during one DataParallel step is a model, counted tensor
 by tensor from the code that runs (``comm.cpp``, autograd's formulas), with a range.
 """
 import torch
@@ -23,7 +23,7 @@ def chunk_rows(rows, n):
 
 @expectation('06-library-functions', how='source')
 def _(e, gpu):
-    e.note('With one GPU (as on the H200 machine and on Colab) ids is [0]: scatter makes one '
+    e.note('With one GPU (as on Colab, or a one-GPU H100 or H200 machine) ids is [0]: scatter makes one '
            f'chunk of all {chunk_rows(16, 1)[0]} rows on cuda:0, and the copy that replicate '
            "makes there uses the module's own parameters.")
     e.note("Backward through the library's copies sums their gradients into net's: equal to "
@@ -40,13 +40,14 @@ def _(e, gpu):
 @expectation('06-real-split', how='source')
 def _(e, gpu):
     sizes = chunk_rows(16, 2)
-    e.note(f'On a machine with two GPUs (this one has fewer): the batch of 16 is split '
-           f'{sizes[0]} + {sizes[1]}, each GPU runs its own copy of the module on its chunk.')
+    e.note(f'On two GPUs, device_ids=[0, 1] (however many the machine has; this one has fewer): '
+           f'the batch of 16 is split {sizes[0]} + {sizes[1]}, each GPU runs its own copy of the '
+           'module on its chunk.')
     e.text('split', 'records: (device, rows) seen by forward',
            [f"('cuda:{i}', {n})" for i, n in enumerate(sizes)], how='simulated',
            why='torch.chunk on this CPU, the rule of scatter (torch/nn/parallel/scatter_gather.py)')
     e.text('output_on', 'out.device', 'cuda:1',
-           why='torch/nn/parallel/data_parallel.py (forward) gathers on output_device, the last GPU here')
+           why='torch/nn/parallel/data_parallel.py (forward) gathers on output_device, device_ids[-1] = 1 here')
     e.text('gradients_on', "the gradients' device", 'cuda:0',
            why="torch/nn/parallel/_functions.py: Broadcast's backward sums the copies' gradients "
                'on the device the parameters came from, device_ids[0]')
@@ -83,7 +84,7 @@ def step_peaks(rows=1024, n_in=1024, hidden=1024, n_out=4096):
 def _(e, gpu):
     gpu0, gpu1 = step_peaks()
     workspace = gpu_models.cublas_workspace_bytes(gpu) / MiB
-    e.note('On a machine with two GPUs (this one has fewer). At its peak GPU 0 holds the '
+    e.note('On two GPUs, device_ids=[0, 1] (this machine has fewer). At its peak GPU 0 holds the '
            "gathered output and its gradient, 16 MiB each, and three temporaries of square's "
            'backward; GPU 1 holds its copy of the 20 MiB of parameters and half of the rest.')
     why = (f'tensors alive at the peak, counted from the code; 80% of that, up to one new cuBLAS '
