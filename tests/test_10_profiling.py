@@ -161,9 +161,15 @@ def test_the_step_launches_the_kernels_the_expectation_counts():
 
 
 def test_the_rooflines_follow_the_datasheets():
+    """The ridge's range holds the ratio of the sustained peak to the bandwidth; the step's share of the
+    product's rate lies in (0, 1.1]; its MFU, over the dense datasheet peak, is below that share times
+    the product's share of the sustained peak."""
     h200, t4 = gpu_models.DATASHEET['H200'], gpu_models.DATASHEET['T4']
     assert lesson10.half_dtype(h200) == 'bfloat16' and lesson10.half_dtype(t4) == 'float16'
-    for gpu in (h200, t4):
+    for gpu in gpu_models.DATASHEET.values():
+        half = lesson10.half_dtype(gpu)
         ridge = lesson10.ridge(gpu)
-        assert ridge.low < gpu.flops(lesson10.half_dtype(gpu)) / gpu.memory_bytes_per_s < ridge.high
-        assert 0 < lesson10.mfu_estimate(gpu).low < lesson10.mfu_estimate(gpu).value < lesson10.mfu_estimate(gpu).high <= 1.1
+        assert ridge.low < gpu.sustained_flops(half) / gpu.memory_bytes_per_s < ridge.high
+        share, mfu = lesson10.mfu_estimate(gpu), lesson10.dense_mfu(gpu)
+        assert 0 < share.low < share.value < share.high <= 1.1
+        assert 0 < mfu.low < mfu.value < mfu.high < share.high * gpu.clock_share

@@ -143,10 +143,11 @@ def _gpu_kernels(e, gpu):
 
 
 def mfu_estimate(gpu):
-    """The MFU of the profiled step against the 8192 product's rate, as an Estimate."""
+    """The step's rate as a share of the 8192 product's rate timed in turn with it, as an Estimate
+    (the cell's ``matmul_share``: a ratio measured in one run, not an MFU)."""
     rate = matmul_tflops(8192, gpu, half_dtype(gpu))
     f = step_flops()
-    _, _, launch_high = _shares('launch_s')
+    _, _, launch_high = gpu_models.assumed('launch_s', gpu)[:3]
     slowest = max(step_seconds(gpu, rate=Estimate(rate.high, rate.high, rate.high))[2], STEP_KERNELS * launch_high)
     fastest = step_seconds(gpu, rate=Estimate(rate.low, rate.low, rate.low))[1]
     return Estimate(f / (step_seconds(gpu)[0] * rate.value * 1e12), f / (slowest * rate.high * 1e12),
@@ -155,19 +156,30 @@ def mfu_estimate(gpu):
 
 
 def dense_mfu(gpu):
-    """The step's expected FLOP/s over ``gpu``'s dense datasheet peak in its 16-bit format."""
-    return mfu_estimate(gpu).value * matmul_tflops(8192, gpu, half_dtype(gpu)).value * 1e12 / gpu.flops(half_dtype(gpu))
+    """The MFU of the step: its expected FLOP/s over ``gpu``'s dense datasheet peak in its 16-bit format
+    (as PaLM defines MFU: model FLOPs, the datasheet's peak), as an Estimate."""
+    rate, share, dense = matmul_tflops(8192, gpu, half_dtype(gpu)), mfu_estimate(gpu), gpu.flops(half_dtype(gpu))
+    return Estimate(share.value * rate.value * 1e12 / dense, share.low * rate.low * 1e12 / dense,
+                    share.high * rate.high * 1e12 / dense, 'of the dense datasheet peak',
+                    f"the matmul share x the 8192 product's rate, over {dense / 1e12:.4g} TFLOP/s "
+                    f'({half_dtype(gpu)}, dense, the datasheet\'s)')
+
+
+TWO_RANGES = ("the product of two ranges (the share of the peak a large product reaches, and the step's share "
+              "of that product's rate): wider than a judged range may be; the matmul share beside it is judged")
 
 
 @expectation('10-gpu-mfu', how='model')
 def _gpu_mfu(e, gpu):
     half = half_dtype(gpu)
-    rate, mfu, f = matmul_tflops(8192, gpu, half), mfu_estimate(gpu), step_flops()
-    dense = ', '.join(f'{g.key} {dense_mfu(g):.0%}' for g in gpu_models.reference_gpus())
-    e.note(f"Mostly products, so a high MFU; against the datasheets' dense peaks lower: {dense}.")
+    rate, share, f = matmul_tflops(8192, gpu, half), mfu_estimate(gpu), step_flops()
+    dense = ', '.join(f'{g.key} {dense_mfu(g).value:.0%}' for g in gpu_models.reference_gpus())
+    e.note("Mostly products: the step runs near the rate of a large product timed with it; its MFU, against the "
+           f"datasheets' dense peaks, is lower: {dense}.")
     e.number('step_tflop', 'TFLOP a step', Estimate(f / 1e12, f / 1e12, f / 1e12, 'TFLOP',
                                                     'counted as FlopCounterMode counts: 8 products'), how='simulated')
     e.number('achieved_tflops', 'TFLOP/s of the step',
-             Estimate(mfu.value * rate.value, mfu.low * rate.low, mfu.high * rate.high, 'TFLOP/s',
-                      f"MFU x the 8192 product's rate ({rate.why})"))
-    e.number('mfu', 'MFU', mfu)
+             Estimate(share.value * rate.value, share.low * rate.low, share.high * rate.high, 'TFLOP/s',
+                      f"the matmul share x the 8192 product's rate ({rate.why})"), not_judged=TWO_RANGES)
+    e.number('matmul_share', "share of the 8192 product's rate (timed in turn)", share)
+    e.number('mfu', 'MFU (over the dense datasheet peak)', dense_mfu(gpu), not_judged=TWO_RANGES)

@@ -7,7 +7,7 @@
 * The two hazards (``11-pinned-buffer-reuse``, ``11-record-stream``): the behaviour that
   PyTorch's source gives, with the file named.
 * Launch overhead (``11-cuda-graph-replay``, ``11-reduce-overhead``, ``11-graphed-callables``):
-  the host's cost of an eager operation (``ASSUMPTIONS['launch_s']``) times the operations,
+  the host's cost of an eager operation (``gpu_models.assumed('launch_s', gpu)``: the GPU's host) times the operations,
   against one graph launch while the GPU runs the same kernels back to back; and what a host
   synchronization inside a capture raises, quoted from the source.
 * The outputs of ``mode='reduce-overhead'`` (``11-cudagraph-overwritten``): what reading an output
@@ -58,20 +58,26 @@ def _share(f, unit, *inputs):
 
 
 def _copy(nbytes, gpu):
-    """gpu_models.copy_seconds of a pinned copy, in ms, with a short reason."""
-    link, (_, low, high, _) = gpu_models.pcie_bytes_per_s(*gpu.pcie), ASSUMPTIONS['pinned_share']
+    """gpu_models.copy_seconds of a pinned copy, in ms, with a short reason (the host's link)."""
+    (generation, lanes), (_, low, high, _) = gpu_models.host_link(gpu), gpu_models.assumed('pinned_share', gpu)
+    link = gpu_models.pcie_bytes_per_s(generation, lanes)
     return dataclasses.replace(gpu_models.copy_seconds(nbytes, gpu).scaled(1e3, 'ms'), why=(
-        f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]}: {low:.0%}-{high:.0%} of {link / 1e9:.1f} GB/s, plus a latency'))
+        f'PCIe {generation}.0 x{lanes}: {low:.0%}-{high:.0%} of {link / 1e9:.1f} GB/s, plus a latency'))
 
 
 def _product(m, n, k, gpu):
     """gpu_models.matmul_seconds of a float32 product, with a short reason."""
     _, low, high, _ = ASSUMPTIONS['matmul_share']
     return dataclasses.replace(gpu_models.matmul_seconds(m, n, k, gpu), why=(
-        f'{2 * m * n * k / 1e9:.1f} GFLOP at {low:.0%}-{high:.0%} of {gpu.flops("float32") / 1e12:.1f} TFLOP/s'))
+        f'{2 * m * n * k / 1e9:.1f} GFLOP at {low:.0%}-{high:.0%} of {gpu.sustained_flops("float32") / 1e12:.1f} '
+        'TFLOP/s sustained'))
 
 
-LAUNCH = assumption('launch_s', 's')
+def launch(gpu):
+    """A launch's host time on the host such a ``gpu`` sits in (``gpu_models.assumed``), in s."""
+    return gpu_models.assumed('launch_s', gpu, 's')
+
+
 TINY_KERNEL_S = assumption('kernel_gap_s', 's')         # a tiny kernel takes its gap alone
 
 
@@ -125,7 +131,7 @@ def _prefetch_loop(c, m, launch, tiny, batches=16):
 
 def _prefetch_inputs(gpu):
     return (gpu_models.copy_seconds(2**24, gpu), gpu_models.matmul_seconds(64, 256, 2**16, gpu),
-            LAUNCH, TINY_KERNEL_S)
+            launch(gpu), TINY_KERNEL_S)
 
 
 def _draw_prefetcher(ax):
@@ -140,7 +146,7 @@ def _draw_prefetcher(ax):
         share, c, compute, plain = pre / plain, 1e3 * inputs[0], 1e3 * compute, 1e3 * plain
         starts = [j * (c + compute) for j in range(16)]
         copies, computes = pipeline_schedule([c] * 16, [compute] * 16)
-        sub = ax.inset_axes([0.1, 0.58 - 0.52 * i, 0.89, 0.3])
+        sub = ax.inset_axes([0.1, 1 - (i + 1) / len(gpus) + 0.1, 0.89, 0.55 / len(gpus)])
         for y, spans, color in ((2, [(s, c) for s in starts], 'tab:blue'),
                                 (2, [(s + c, compute) for s in starts], 'tab:orange'),
                                 (1, [(s, t - s) for s, t in copies], 'tab:blue'),
@@ -193,6 +199,14 @@ def _(e, gpu):
            source + 'the block waits for an event on main (stream_uses); a keeps its ones')
 
 
+COMPILED_UNKNOWN = ("a compiled call's host work (Dynamo's guards, the wrapper, the input copy) is counted as "
+                    f'{COMPILED_CALL_LAUNCHES[1]}-{COMPILED_CALL_LAUNCHES[2]} launches, a range no source narrows; '
+                    'the eager chain is judged')
+STEP_UNKNOWN = ("a step's host work beyond its launches (module calls, autograd's nodes, the optimizer's Python) "
+                f'is counted as {STEP_HOST_EAGER[1]}-{STEP_HOST_EAGER[2]} launches eager, '
+                f'{STEP_HOST_GRAPHED[1]}-{STEP_HOST_GRAPHED[2]} graphed, ranges no source narrows; the losses are judged')
+
+
 # ---- launch overhead: CUDA Graphs ----------------------------------------------------------------
 
 def _eager_chain(launch, tiny, ops=40):
@@ -206,23 +220,27 @@ def _replay(launch, tiny, ops=40):
     return max(launch, ops * tiny)
 
 
-EAGER_WHY = f'40 x the longer of a launch ({_us(LAUNCH)} of host time) and a tiny kernel ({_us(TINY_KERNEL_S)})'
+def eager_why(gpu):
+    """How the eager chain's time is derived, with ``gpu``'s host's launch."""
+    return f'40 x the longer of a launch ({_us(launch(gpu))} of host time) and a tiny kernel ({_us(TINY_KERNEL_S)})'
 SYNC_IN_CAPTURE = 'operation not permitted when stream is capturing'
 CAPTURE_INVALIDATED = 'operation failed due to a previous error during capture'
 
 
 @expectation('11-cuda-graph-replay', how='model')
 def _(e, gpu):
-    inputs = (LAUNCH, TINY_KERNEL_S)
+    inputs = (launch(gpu), TINY_KERNEL_S)
     e.note('One launch replays the forty kernels, so the host no longer sets the pace; a .item() '
            'inside a capture is refused.')
     e.number('eager_us', 'a call of the eager chain (40 kernels on 1024 numbers)',
-             _spread(lambda L, g: 1e6 * _eager_chain(L, g), 'µs', EAGER_WHY, *inputs))
+             _spread(lambda L, g: 1e6 * _eager_chain(L, g), 'µs', eager_why(gpu), *inputs))
     e.number('replay_us', 'a graph replay of the same chain', _spread(
         lambda L, g: 1e6 * _replay(L, g), 'µs', 'one launch; the 40 kernels back to back', *inputs))
     e.number('speedup', 'eager / replay', _spread(
         lambda L, g: _eager_chain(L, g) / _replay(L, g), 'x',
-        '1x if a launch is cheaper than a kernel; 20x on a slow host', *inputs))
+        '1x if a launch is cheaper than a kernel; 20x on a slow host', *inputs),
+             not_judged="a launch's host time over a tiny kernel's GPU time, each known only within a range: "
+                        'the two times above are judged')
     e.text('sync_in_capture', 'a .item() inside torch.cuda.graph (in a child process)',
            [SYNC_IN_CAPTURE, CAPTURE_INVALIDATED], how='source', why=(
                '.item() syncs in memcpy_and_sync (c10/cuda/CUDAFunctions.h, from aten/src/ATen/native/cuda/'
@@ -232,20 +250,21 @@ def _(e, gpu):
 
 @expectation('11-reduce-overhead', how='model')
 def _(e, gpu):
-    inputs = (LAUNCH, TINY_KERNEL_S, COMPILED_CALL_LAUNCHES)
+    inputs = (launch(gpu), TINY_KERNEL_S, COMPILED_CALL_LAUNCHES)
     reduced = lambda L, g, n: max(n * L, 2 * g)       # the input copied into the graph, one fused kernel
     e.note("mode='reduce-overhead' fuses the chain into one kernel and replays it as a CUDA Graph: "
            'a few launches of host work, not forty.')
     e.number('compile_s', 'first three calls: compile, warm up, record the graph',
-             assumption('compile_s', 's'))
+             gpu_models.assumed('compile_s', gpu, 's'))
     e.number('eager_us', 'a call of the eager chain',
-             _spread(lambda L, g, n: 1e6 * _eager_chain(L, g), 'µs', EAGER_WHY, *inputs))
+             _spread(lambda L, g, n: 1e6 * _eager_chain(L, g), 'µs', eager_why(gpu), *inputs))
     e.number('reduced_us', "a call compiled with mode='reduce-overhead'", _spread(
         lambda L, g, n: 1e6 * reduced(L, g, n), 'µs',
         f'{COMPILED_CALL_LAUNCHES[1]}-{COMPILED_CALL_LAUNCHES[2]} launches of host work (guards, input '
-        'copy, replay), one fused kernel', *inputs))
+        'copy, replay), one fused kernel', *inputs), not_judged=COMPILED_UNKNOWN)
     e.number('speedup', 'eager / reduce-overhead',
-             _spread(lambda L, g, n: _eager_chain(L, g) / reduced(L, g, n), 'x', 'the two above', *inputs))
+             _spread(lambda L, g, n: _eager_chain(L, g) / reduced(L, g, n), 'x', 'the two above', *inputs),
+             not_judged=COMPILED_UNKNOWN)
     e.text('matches_eager', "compiled against eager within the lesson's tolerance (rtol 1e-5, atol 2e-5)",
            'True', how='simulated', why=(
                'an FMA rounds once, eager twice: chain_fma simulates it, within tol on 20 inputs'))
@@ -261,20 +280,21 @@ def _training_steps(launch, tiny, host_eager, host_graphed):
 
 @expectation('11-graphed-callables', how='model')
 def _(e, gpu):
-    inputs = (LAUNCH, TINY_KERNEL_S, STEP_HOST_EAGER, STEP_HOST_GRAPHED)
+    inputs = (launch(gpu), TINY_KERNEL_S, STEP_HOST_EAGER, STEP_HOST_GRAPHED)
     e.note(f'Two replays replace {BODY_KERNELS} of the step\'s {STEP_KERNELS} kernel launches: the step '
            'saves their host time and computes the same losses.')
     e.number('eager_us', 'a training step, eager', _spread(
         lambda *x: 1e6 * _training_steps(*x)[0], 'µs',
         f'{STEP_KERNELS} launches + {STEP_HOST_EAGER[1]}-{STEP_HOST_EAGER[2]} of other host work '
-        f'({_us(LAUNCH)} each), or {STEP_KERNELS} kernels of {_us(TINY_KERNEL_S)}', *inputs))
+        f'({_us(launch(gpu))} each), or {STEP_KERNELS} kernels of {_us(TINY_KERNEL_S)}', *inputs),
+             not_judged=STEP_UNKNOWN)
     e.number('graphed_us', 'a training step, body graphed', _spread(
         lambda *x: 1e6 * _training_steps(*x)[1], 'µs',
         f'{GRAPHED_LAUNCHES} launches (the body: two replays) + {STEP_HOST_GRAPHED[1]}-'
-        f'{STEP_HOST_GRAPHED[2]} of other host work', *inputs))
+        f'{STEP_HOST_GRAPHED[2]} of other host work', *inputs), not_judged=STEP_UNKNOWN)
     e.number('speedup', 'eager / graphed', _spread(
         lambda *x: _training_steps(*x)[0] / _training_steps(*x)[1], 'x',
-        'the host work saved; 1x where the GPU sets the pace', *inputs))
+        'the host work saved; 1x where the GPU sets the pace', *inputs), not_judged=STEP_UNKNOWN)
     e.number('largest_difference', 'largest difference of the 5 losses, graphed against eager', Estimate(
         0, 0, 2e-5, 'absolute', 'same kernels, same order, same bits; the check allows rtol 1e-5 '
         'of losses near 1'))

@@ -1,7 +1,7 @@
 """Lesson 12's GPU-only cell: what NCCL all-reduces are expected to show on two GPUs.
 
-``12-nccl-allreduce`` needs two GPUs, which neither Colab nor the course's recording machine
-(one H200) has. Its expectation is the lesson's own ring model: an all-reduce of ``b`` bytes
+``12-nccl-allreduce`` needs two GPUs, which neither Colab nor the machine a recording
+would be made on (one H100 or H200) has; on a machine with more, it runs on the first two, as modelled. Its expectation is the lesson's own ring model: an all-reduce of ``b`` bytes
 costs a latency plus ``ring_allreduce_bytes(b, n)`` over the bandwidth of one GPU's link in one
 direction, and ``bus_bandwidth`` turns the time back into that link's rate. The link is NVLink
 for a pair of H200s (the datasheet's 900 GB/s is both directions together) and PCIe for a pair
@@ -40,11 +40,11 @@ def allreduce_seconds(nbytes, link, latency, share, gpus=2):
 def _(e, gpu):
     from ..lessons import bus_bandwidth
     kind, link = allreduce_link(gpu)
-    share, nccl, launch = (ASSUMPTIONS[f'nccl_{kind}_share'], ASSUMPTIONS[f'nccl_latency_{kind}_s'],
-                           ASSUMPTIONS['launch_s'])
+    share, nccl = ASSUMPTIONS[f'nccl_{kind}_share'], ASSUMPTIONS[f'nccl_latency_{kind}_s']
+    launch = tuple(gpu_models.assumed('launch_s', gpu)[:3])       # the host such a pair sits in
     bus = lambda n, each, s: bus_bandwidth(BIG, allreduce_seconds(BIG, link, ring_latency(n, each), s), 2) / 1e9
     where = 'NVLink' if kind == 'nvlink' else f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} (no NVLink)'
-    e.note("It needs two GPUs (Colab and the course's GPU machine have one). Expected of two, by "
+    e.note("It needs two GPUs (Colab, and the one-GPU machine a recording would be made on, have one). Expected of two, by "
            'the ring model:')
     e.number('latency_us', 'fitted latency (a tiny all-reduce, timed from the host)', spread(
         lambda n, each: 1e6 * ring_latency(n, each), (nccl, launch), 'µs',

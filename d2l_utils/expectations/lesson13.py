@@ -72,10 +72,27 @@ def _layer_norm_backward(n, d):
                                                       (n * d, 'f32'), (2 * d, 'f32')))]
 
 
+def sdpa_backend(gpu):
+    """The attention kernel PyTorch's SDPA picks for the lesson's job on ``gpu`` (16-bit, head size 64,
+    causal, training), by ``priority_order`` and ``check_prefer_cudnn_attention`` in
+    ``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``: (the op name's part, the reason, whether
+    the GPU alone decides). Compute capability 9.0 and 10.x put cuDNN attention first when the cuDNN
+    loaded at run time is newer than 9.15.0 (the wheels built for CUDA 13; those for CUDA 12 ship an
+    older one, and then flash comes first); flash attention needs 8.0 or later; before that,
+    memory-efficient attention."""
+    major, _ = gpu.capability
+    if major in (9, 10):
+        return ('cudnn', f'sm{major}0: cuDNN attention first where the cuDNN loaded is newer than 9.15.0, '
+                'else flash (check_prefer_cudnn_attention, sdp_utils.cpp)', False)
+    if major >= 8:
+        return ('flash', f'sm{major}{gpu.capability[1]}: flash attention first (priority_order, sdp_utils.cpp)', True)
+    return ('efficient', f'sm{major}{gpu.capability[1]}: no flash attention before sm80; memory-efficient '
+            'attention (sdp_utils.cpp)', True)
+
+
 def _attention(j, nd, copy):
-    """Attention in one operation (the lesson's sdpa switch, ``is_causal=True``), forward and backward: a
-    flash kernel from Ampere on, memory-efficient attention on a T4 (``aten/src/ATen/native/transformers/
-    cuda/sdp_utils.cpp``), modelled alike. The causal kernel skips the blocks above the diagonal: about half
+    """Attention in one operation (the lesson's sdpa switch, ``is_causal=True``), forward and backward:
+    cuDNN's, flash or memory-efficient attention (``sdpa_backend``), modelled alike as a flash kernel. The causal kernel skips the blocks above the diagonal: about half
     of the two products' FLOPs forward, and of the five backward (it computes the scores again); it reads q,
     k, v (and forward's output, its gradient and each row's log-sum-exp backward), never the T x T scores."""
     t, rows = j['seq'], j['batch'] * j['heads'] * j['seq']
@@ -180,16 +197,16 @@ _ASSUMED = ('matmul_share', 'memory_share', 'launch_s', 'copy_latency_s', 'text_
             'kernel_gap_s')
 
 
-def _ranges():
-    """Every assumption the step model uses: name -> (value, low, high)."""
-    return {k: gpu_models.ASSUMPTIONS[k][:3] for k in _ASSUMED}
+def _ranges(gpu):
+    """Every assumption the step model uses, for ``gpu``'s host (``gpu_models.assumed``): name -> (value, low, high)."""
+    return {k: tuple(gpu_models.assumed(k, gpu)[:3]) for k in _ASSUMED}
 
 
-def estimate(f, unit, why, extra=None):
-    """``f(p)`` with every assumption at its value, and its least and greatest over every corner
-    of their ranges (and of ``extra``'s, name -> (value, low, high)): ``gpu_models.spread`` of ``f``
-    of a dict, name -> value."""
-    ranges = {**_ranges(), **(extra or {})}
+def estimate(f, unit, why, gpu, extra=None):
+    """``f(p)`` with every assumption (for ``gpu``'s host) at its value, and its least and greatest over
+    every corner of their ranges (and of ``extra``'s, name -> (value, low, high)): ``gpu_models.spread``
+    of ``f`` of a dict, name -> value."""
+    ranges = {**_ranges(gpu), **(extra or {})}
     return gpu_models.spread(lambda *x: f(dict(zip(ranges, x))), ranges.values(), unit, why)
 
 
@@ -340,13 +357,13 @@ def busy_share(version, gpu, p, steps):
     return (steps * kernel_time - tail) / (steps * step(version, gpu, p) - tail)
 
 
-def _central(f):
-    """``f(p)`` with every assumption at its value."""
-    return f({k: v for k, (v, _, _) in _ranges().items()})
+def _central(f, gpu):
+    """``f(p)`` with every assumption (for ``gpu``'s host) at its value."""
+    return f({k: v for k, (v, _, _) in _ranges(gpu).items()})
 
 
 def _ms(version, gpu, why):
-    return estimate(lambda p: 1e3 * step(version, gpu, p), 'ms/step', why)
+    return estimate(lambda p: 1e3 * step(version, gpu, p), 'ms/step', why, gpu)
 
 
 # ---- the four cells ----
@@ -358,8 +375,8 @@ SHARES = 'range: the shares of the peaks reached'
 
 @expectation('13-gpu-evidence', how='model')
 def _evidence(e, gpu):
-    data = _central(lambda p: data_seconds((), p))
-    work = _central(lambda p: _parts('+ no host waits', gpu, p).gpu)
+    data = _central(lambda p: data_seconds((), p), gpu)
+    work = _central(lambda p: _parts('+ no host waits', gpu, p).gpu, gpu)
     e.note('Six waits a step without the fixes (the loop as written has five), none with them; as written the '
            'GPU idles while the host reads.')
     e.number('waits_as_written', 'waits a step, as written',
@@ -374,17 +391,17 @@ def _evidence(e, gpu):
     gaps = {'gap_busy': (0, 0, 1)}
     e.number('busy_as_written', 'GPU busy, as written',
              estimate(lambda p: busy_share('as written', gpu, p, PROFILED_STEPS), 'of the time',
-                      f'host {1e3 * data:.0f} ms, then GPU {1e3 * work:.0f} ms; range: host speed', gaps))
+                      f'host {1e3 * data:.0f} ms, then GPU {1e3 * work:.0f} ms; range: host speed', gpu, gaps))
     e.number('busy_fixed', 'GPU busy, fixed',
              estimate(lambda p: busy_share('+ no host waits', gpu, p, PROFILED_STEPS), 'of the time',
-                      'range: 1-5 µs between kernels, idle or busy', gaps))
+                      'range: 1-5 µs between kernels, idle or busy', gpu, gaps))
 
 
 @expectation('13-gpu-versions', how='model')
 def _versions(e, gpu):
     t4 = 'bfloat16' not in gpu.peak_flops
-    data = _central(lambda p: 1e3 * data_seconds((), p))
-    f32 = _central(lambda p: 1e3 * step('+ no host waits', gpu, p))
+    data = _central(lambda p: 1e3 * data_seconds((), p), gpu)
+    f32 = _central(lambda p: 1e3 * step('+ no host waits', gpu, p), gpu)
     e.note('The data path, then float32 products set the pace; TF32 and 16-bit cut those (the T4 has no TF32); '
            'attention in one operation no longer writes the T x T scores.')
     e.number('as_written_ms', "'as written'", _ms('as written', gpu,
@@ -399,9 +416,11 @@ def _versions(e, gpu):
     e.number('fused_ms', "'+ fused AdamW'", _ms('+ fused AdamW', gpu,
              "AdamW's 21 passes become 7" + ('; no GradScaler wait' if t4 else '; ' + SHARES)))
     gb = {sdpa: step_bytes('16-bit', sdpa) / 1e9 for sdpa in (False, True)}
+    backend, why, decided = sdpa_backend(gpu)
     e.number('sdpa_ms', "'+ attention in one op'", _ms('+ attention in one op', gpu,
-             f"{'memory-efficient' if t4 else 'flash'} attention: {gb[True]:.0f} GB moved a step instead of "
-             f"{gb[False]:.0f}; " + SHARES))
+             f"{backend} attention: {gb[True]:.0f} GB moved a step instead of {gb[False]:.0f}; " + SHARES))
+    e.text('sdpa_backend', 'the attention operations the profile saw', [backend], why, how='source',
+           not_judged=None if decided else 'the cuDNN version PyTorch loads decides: cuDNN or flash')
 
 
 @expectation('13-gpu-compile', how='model')
@@ -426,10 +445,11 @@ def draw_versions(ax):
     """The expected time per step of every version on each reference GPU: bars at the model's
     value, a black line over its range; log scale."""
     rows = range(len(VERSIONS))
-    for g, (gpu, color) in enumerate(zip(gpu_models.reference_gpus(), ('tab:blue', 'tab:orange'))):
-        t = [estimate(lambda p: 1e3 * step(version, gpu, p), 'ms', '') for version in VERSIONS]
-        y = [i + (g - 0.5) * 0.4 for i in rows]
-        ax.barh(y, [e.value for e in t], height=0.38, color=color, alpha=0.6, label=gpu.key)
+    gpus = gpu_models.reference_gpus()
+    for g, (gpu, color) in enumerate(zip(gpus, ('tab:blue', 'tab:orange', 'tab:green'))):
+        t = [estimate(lambda p: 1e3 * step(version, gpu, p), 'ms', '', gpu) for version in VERSIONS]
+        y = [i + (g - (len(gpus) - 1) / 2) * 0.8 / len(gpus) for i in rows]
+        ax.barh(y, [e.value for e in t], height=0.76 / len(gpus), color=color, alpha=0.6, label=gpu.key)
         ax.hlines(y, [e.low for e in t], [e.high for e in t], color='k', lw=1)
     ticks = [3, 10, 30, 100, 300, 1000, 3000]
     ax.set(yticks=rows, yticklabels=list(VERSIONS), xscale='log', xlim=(3, 3000),
@@ -443,8 +463,8 @@ def draw_versions(ax):
 
 @expectation('13-gpu-picture', how='model')
 def _picture(e, gpu):
-    e.note("The table as a picture: each version's expected time per step on an H200 and a T4.")
+    e.note("The table as a picture: each version's expected time per step on an H100, an H200 and a T4.")
     e.number('speedup', 'the fastest version against the job as written',
              estimate(lambda p: speedup(gpu, p), 'x',
-                      'as written over the faster compiled version; range: both at the same corner'))
+                      'as written over the faster compiled version; range: both at the same corner', gpu))
     e.draw(draw_versions)
