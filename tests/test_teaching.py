@@ -5,15 +5,20 @@ notebooks/01_devices.ipynb), with the same sections in the same order; exactly t
 questions, each answered; 45- and 90-minute plans whose minutes fit, each with a pause
 for a question. Every GPU-only cell of a lesson (``d2l.show_recording('<id>', gpus=N)``)
 is listed on its page with its number of GPUs, and no page names an id that no cell has.
-Every section a page names as § "..." is a heading of its lesson, every relative link
-resolves, and the index's table has the right counts. Nothing is executed.
+Every range a row of that table quotes, ``V (L to H)`` or ``V (L–H)``, is one of the cell's
+expected numbers (d2l_utils/expectations) at the precision printed. Every section a page
+names as § "..." is a heading of its lesson, every relative link resolves, and the index's
+table has the right counts. Nothing is executed.
 """
+import functools
 import re
 from collections import Counter
 
 import pytest
 from conftest import NOTEBOOKS, ROOT, cells, source
 
+from d2l_utils import gpu_models
+from d2l_utils.expectations import expected_for
 from d2l_utils.recordings import gpu_cells
 
 TEACHING = ROOT / "teaching"
@@ -71,6 +76,45 @@ def slug(heading):
 
 def pairs():
     return list(zip(NOTEBOOKS, PAGES))
+
+
+# A number as a page prints it: 1,026, 0.48, 1.1·10⁻⁶.
+NUMBER = r"\d[\d,]*(?:\.\d+)?(?:·10⁻?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
+# A range in brackets, perhaps after a word or two ("(0.48–0.63)", "(model, 0.105 to 0.6)").
+RANGE = rf"\([^\d()]{{0,12}}?(?P<low>{NUMBER}) ?(?:to|–|-) ?(?P<high>{NUMBER})[^()]*\)"
+# The value it belongs to, before it: a number (not part of a word: H200), then no number
+# but inside a word ("ms on the H100", "GiB in float32", "of the time").
+VALUE_AND_RANGE = re.compile(rf"(?<![\w.,·⁻])(?P<value>{NUMBER})(?:[^\d()]|(?<=\w)\d){{0,40}}?{RANGE}")
+# A share the cell prints as 0.51 may be quoted as 51%, a time it prints as 848 ms as 0.85 s.
+SCALES = (1, 0.01, 1000)
+
+
+def quoted(text):
+    """A quoted number as (value, half a unit of its last digit): '2.5' is (2.5, 0.05)."""
+    mantissa, _, exponent = text.replace(",", "").partition("·10")
+    scale = 10.0 ** int(exponent.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789"))) if exponent else 1.0
+    decimals = len(mantissa.partition(".")[2])
+    return float(mantissa) * scale, 0.5 * 10.0 ** -decimals * scale
+
+
+@functools.lru_cache(maxsize=None)
+def expected_numbers(cell_id):
+    """(value, low, high) of every number item of the cell, on every GPU of the datasheet table."""
+    return {(i["value"], i["low"], i["high"]) for gpu in gpu_models.DATASHEET.values()
+            for i in expected_for(cell_id, gpu).items if i["kind"] == "number"}
+
+
+def matches(quote, expected):
+    """Whether the quoted (value, low, high) are ``expected``'s at the precision printed."""
+    return any(all(abs(q * scale - x) <= half * scale * (1 + 1e-9)
+                   for (q, half), x in zip(map(quoted, quote), expected))
+               for scale in SCALES)
+
+
+def gpu_rows(page):
+    """(cell id, what it shows) for each row of the page's table of GPU-only cells."""
+    rows = table_rows(section(page.read_text(encoding="utf-8"), "## Without a GPU: what to expect"))
+    return [(r[0].strip("`"), r[2]) for r in rows if len(r) >= 3]
 
 
 def test_every_lesson_has_a_page_and_every_page_a_lesson():
@@ -133,6 +177,21 @@ def test_every_gpu_only_cell_is_listed_with_its_gpus(notebook, page):
             assert text.count(cell_id) >= 2 and "multi-GPU server" in text, (
                 f"{page.name}: below the table, say what to do for {cell_id}, which needs {gpus} "
                 "GPUs and has no recording (describe it, or run it on a multi-GPU server)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_quoted_ranges_are_the_expectations(page):
+    stale = []
+    for cell_id, shows in gpu_rows(page):
+        found = list(VALUE_AND_RANGE.finditer(shows))
+        unread = len(re.findall(RANGE, shows)) - len(found)
+        assert not unread, (f"{page.name}, {cell_id}: write each range right after its value, "
+                            f"as V (L to H) or V unit (L to H), with no number between them: {shows}")
+        stale += [f"{cell_id}: {m[0]}" for m in found
+                  if not any(matches(m.group("value", "low", "high"), e) for e in expected_numbers(cell_id))]
+    assert not stale, (f"{page.name} quotes ranges that no number of the cell's expectation has, on any GPU "
+                       "of d2l_utils/gpu_models.py (print them with d2l_utils.expectations.show_expected): "
+                       + "; ".join(stale))
 
 
 @pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
