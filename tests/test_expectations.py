@@ -223,8 +223,8 @@ def test_each_host_narrows_the_assumptions_that_depend_on_it():
             assert any_low <= low and high <= any_high, f"{host}, {name}: ASSUMPTIONS holds every host's range"
     for gpu in gpu_models.DATASHEET.values():
         for name in names:
-            assert gpu_models.assumed(name, gpu, "s") == gpu_models.assumption(name, "s").__class__(
-                *gpu_models.HOST_ASSUMPTIONS[gpu.host][name][:3], "s", gpu_models.HOST_ASSUMPTIONS[gpu.host][name][3])
+            value, low, high, why = gpu_models.HOST_ASSUMPTIONS[gpu.host][name]
+            assert gpu_models.assumed(name, gpu, "s") == gpu_models.Estimate(value, low, high, "s", why)
     server, colab = gpu_models.assumed("launch_s", gpu_models.DATASHEET["H200"]), gpu_models.assumed(
         "launch_s", gpu_models.DATASHEET["T4"])
     assert server.high < colab.high and server.why != colab.why

@@ -41,7 +41,7 @@ def host_costs(gpu):
 
 def launch_text(gpu):
     """'3-8 µs a launch (launch_s, server)' for ``gpu``'s host."""
-    launch = host_costs(gpu)[0]
+    launch = gpu_models.assumed('launch_s', gpu)
     return f'{launch.low * 1e6:.1f}-{launch.high * 1e6:.1f} µs a launch (launch_s, {gpu.host})'
 
 
