@@ -48,6 +48,7 @@ def norm(text):
 
 def squash(text):
     """Text without spaces and markdown marks, to compare markdown with rendered text."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)       # a link: its text
     return re.sub(r"[\s`*]", "", text)
 
 

@@ -48,6 +48,7 @@ def test_no_solution_and_no_output_survives(copy, path):
     survivors = sorted(_solution_lines(path) & lines)
     assert not survivors, f"solution text in the students' copy: {survivors[:3]}"
     def unbadged(text):          # the title cell loses its Colab badge (there is no copy to open)
+        text = text.replace("https://github.com/d2l-gpu/gpu-course/blob/main/GLOSSARY.md", "../GLOSSARY.md")
         if "colab-badge.svg" not in text:
             return text
         return re.sub(r"\n{3,}", "\n\n", "\n".join(l for l in text.split("\n") if "colab-badge.svg" not in l))
@@ -216,3 +217,11 @@ def test_the_copy_refuses_the_teachers_repository(tmp_path):
         student_copy.build(tmp_path / "a", repo=TEACHER.removeprefix("https://github.com/"))
     with pytest.raises(SystemExit, match="OWNER/NAME"):
         student_copy.build(tmp_path / "b", repo="https://github.com/x/y")
+
+
+def test_the_glossary_comes_along_and_the_lessons_links_to_it_arrive(copy):
+    anchors = {re.sub(r"[^\w\- ]", "", t.lower()).replace(" ", "-")
+               for t in re.findall(r"^### (.+)$", (copy / "GLOSSARY.md").read_text(encoding="utf-8"), re.M)}
+    found = [a for path in sorted((copy / "notebooks").glob("*.ipynb"))
+             for a in re.findall(r"\]\(\.\./GLOSSARY\.md#([\w-]+)\)", path.read_text(encoding="utf-8"))]
+    assert len(found) >= 50 and set(found) <= anchors

@@ -31,7 +31,7 @@ look at. So the types follow from rules, in this order (the first that applies):
    code, `slide-output` shows only its output, `slide-notes` puts a cell in the speaker
    notes, `slide-skip` leaves it out. (Not on heading cells: a section always starts a
    slide.)
-5. Prose without a heading: a short lead-in (at most LEAD_CHARS characters, a sentence
+5. Prose without a heading: a short lead-in (at most LEAD_CHARS characters as read, a sentence
    or two) is shown with the code it introduces; longer prose is what the speaker says,
    so it becomes speaker notes.
 6. Code the room need not read goes to the speaker notes: a helper (`#@save`: the slide
@@ -364,7 +364,7 @@ def roles(nb):
         elif _tag_role(cell):
             role = _tag_role(cell)
         elif kind == "markdown":
-            role = ("lead", "lead-in") if len(text) <= LEAD_CHARS else ("notes", "long prose")
+            role = ("lead", "lead-in") if len(_visible_text(text)) <= LEAD_CHARS else ("notes", "long prose")
         else:
             role = _code_role(cell, text)
         if kind == "code" and role[0] in ("code", "output"):

@@ -18,7 +18,8 @@ in pyproject.toml), where the stored outputs and the solutions are:
   copy's pyproject.toml; the README gets a Binder badge and a Colab badge per lesson, all
   opening the copy;
 - without it, there is nowhere for a badge to point, so the lessons' Colab badges are
-  removed; the setup cell installs the helpers on Colab from ``d2l-utils.zip`` (a source
+  removed, and their links to the glossary (GLOSSARY.md, which the copy holds) become
+  relative ones; the setup cell installs the helpers on Colab from ``d2l-utils.zip`` (a source
   archive of the helpers that the copy holds: students upload it beside the lesson), and the
   README says how to open a lesson on Colab (File > Upload notebook) and on Binder once the
   copy is published.
@@ -40,7 +41,7 @@ import tomllib
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-KEEP = ["pyproject.toml", "requirements.txt", "requirements-cpu.txt",
+KEEP = ["pyproject.toml", "requirements.txt", "requirements-cpu.txt", "GLOSSARY.md",
         "d2l_utils", "measurements", "binder"]
 LEAVE_OUT = ["binder/README.md"]           # it explains the teacher's CI test of the Binder install
 HELPERS_ZIP = "d2l-utils.zip"               # the helpers' source, for Colab without a published copy
@@ -98,6 +99,7 @@ def student_notebook(nb, teacher=None, repo=None):
             text = NO_REPO_SETUP
         elif cell["cell_type"] == "markdown":
             text = BADGE.sub("\n\n", text).strip("\n")
+            text = text.replace(f"https://github.com/{teacher}/blob/main/GLOSSARY.md", "../GLOSSARY.md")
         cell["source"] = text
     return nb
 
