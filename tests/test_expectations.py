@@ -105,6 +105,27 @@ def test_the_fallback_shows_the_expectation_labelled_and_the_colab_link(monkeypa
         assert re.search(r"\[(model|simulated|source)\]", out), cell_id
 
 
+def test_in_a_notebook_the_derivations_fold_under_one_line(monkeypatch, capsys):
+    """What to expect and the table stay in view; the derivations open on a click (HTML
+    details), with the whole text kept as the plain-text form for other front ends."""
+    import IPython
+    import IPython.display
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw: shown.append(data))
+    expectations.show_expected("03-pinned-copies")
+    printed = capsys.readouterr().out
+    assert printed.startswith("EXPECTED on a GPU") and "host -> GPU, 64 MiB, pinned" in printed
+    assert "How each was derived" not in printed and "[model]" not in printed
+    (data,) = shown
+    assert data["text/plain"].startswith("  How each was derived, and why its range:\n")
+    assert data["text/html"].startswith("<details><summary>How each was derived, and why its range (click to open)")
+    assert "host -&gt; GPU, 64 MiB, pinned [model]: H100, H200: PCIe 5.0 x16" in data["text/html"]
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)       # plain Python: all printed
+    expectations.show_expected("03-pinned-copies")
+    assert "How each was derived" in capsys.readouterr().out and len(shown) == 1
+
+
 @pytest.fixture
 def on_an_h200(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -173,8 +173,8 @@ def test_the_rules_on_a_made_up_lesson():
         ("code", "del x"),                                                           # c15 after them
     )
     found = {cid: role for cid, (role, _) in slides.roles(nb).items()}
-    assert found == {"c00": "slide", "c01": "skip", "c02": "slide", "c03": "code", "c04": "notes",
-                     "c05": "notes", "c06": "notes", "c07": "output", "c08": "notes", "c09": "output",
+    assert found == {"c00": "slide", "c01": "skip", "c02": "slide", "c03": "code", "c04": "skip",
+                     "c05": "skip", "c06": "skip", "c07": "output", "c08": "skip", "c09": "output",
                      "c10": "notes", "c11": "code", "c12": "notes", "c13": "subslide", "c14": "skip",
                      "c15": "skip"}
     assert slides.output_only(nb) == ["c07", "c09"]
@@ -189,6 +189,20 @@ def test_the_rules_on_a_made_up_lesson():
     finally:
         del slides.OVERRIDES["c03"]
     assert slides.lesson_css(_lesson(("code", "x = 1"))) is None
+
+
+def test_notes_are_short_and_no_test_marker_is_projected():
+    nb = _lesson(("md", "## A section\n\nA lead-in."),                               # c02
+                 ("code", "# NBVAL_IGNORE_OUTPUT\nprint(3)", _printed("3\n")),          # c03 marked
+                 ("md", "Said. " * 150), ("md", "Also [said](https://x.org/a/long/path). " * 60),  # c04, c05
+                 ("md", "More. " * 120),                                                  # c06: over
+                 ("md", "## Next"), ("md", "Said again. " * 100))                         # c07, c08
+    types = slides.slide_types(nb)
+    assert [types[c] for c in ("c04", "c05", "c06", "c08")] == ["notes", "notes", "skip", "notes"]
+    assert slides.marked(nb) == ["c03"]
+    css = slides.lesson_css(nb)
+    assert re.search(r'is\(\[data-windowed-list-index="3"\]\) \.cm-content > \.cm-line:first-child \{\n  display: none', css)
+    assert "jp-Cell-inputWrapper" not in css                  # no cell shows only its output
 
 
 def test_deck_titles_and_section_ranges():
@@ -240,8 +254,8 @@ def test_rise_css_sets_the_sizes_the_size_model_assumes():
 
 # The present (sub)slide once its cells are drawn: its size against the screen's, the
 # notebook indices of its cells, its fragments, the cells that need a scroll bar, the
-# smallest type drawn, the code cells whose code shows, the figures' scale and the number
-# reveal.js shows.
+# smallest type drawn, the code cells whose code shows, the test markers in view, the
+# figures' scale and the number reveal.js shows.
 MEASURE = """(force) => {
   const sec = document.querySelector('.reveal .slides > section.present > section.present');
   if (!sec) return null;
@@ -266,6 +280,8 @@ MEASURE = """(force) => {
   const code = shown.filter(c => c.classList.contains('jp-CodeCell'))
       .filter(c => visible(c.querySelector('.jp-Cell-inputWrapper')))
       .map(c => +c.dataset.windowedListIndex);
+  const markers = [...sec.querySelectorAll('.cm-line')]
+      .filter(e => visible(e) && !e.closest('aside.notes') && e.textContent.startsWith('# NBVAL_')).map(index);
   const figures = [...sec.querySelectorAll('.jp-OutputArea-output img')].filter(visible)
       .map(i => [index(i), i.getBoundingClientRect().width / i.naturalWidth]);
   const number = document.querySelector('.reveal .slide-number');
@@ -273,7 +289,7 @@ MEASURE = """(force) => {
           screen: [screen.offsetWidth, screen.offsetHeight],
           cells: shown.map(c => +c.dataset.windowedListIndex), wide: [...new Set(wide)],
           fragments: sec.querySelectorAll('.fragment').length, small: small, code: code,
-          figures: figures, number: number ? number.textContent.replace(/\\s+/g, '') : null};
+          figures: figures, markers: [...new Set(markers)], number: number ? number.textContent.replace(/\\s+/g, '') : null};
 }""".replace("SMALLEST", str(SMALLEST_PX))
 
 
@@ -329,6 +345,8 @@ def _slide_problems(slide, cell_ids, nb, index, kinds, hidden, number, total):
     if slide["code"] != want_code:
         problems.append(f"code shown for cells {slide['code']}, expected {want_code} "
                         f"(output only: {sorted(hidden & {nb.cells[i].id for i in code_cells})})")
+    if slide["markers"]:
+        problems.append("projects a test marker (# NBVAL_...): " + ", ".join(nb.cells[i].id for i in slide["markers"]))
     shrunk = [f"{nb.cells[i].id} ({scale:.0%})" for i, scale in slide["figures"] if scale < SMALLEST_FIGURE_SCALE]
     if shrunk:
         problems.append("figures scaled down, and their text with them: " + ", ".join(shrunk))

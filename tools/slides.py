@@ -34,10 +34,10 @@ look at. So the types follow from rules, in this order (the first that applies):
 5. Prose without a heading: a short lead-in (at most LEAD_CHARS characters as read, a sentence
    or two) is shown with the code it introduces; longer prose is what the speaker says,
    so it becomes speaker notes.
-6. Code the room need not read goes to the speaker notes: a helper (`#@save`: the slide
-   shows where it is used), a cell that only checks (asserts, no output), a cell that
-   defines a drawing function, and a cell of more than LONG_CODE lines of code (comments
-   and blank lines not counted) that prints nothing.
+6. Code the room need not read is left out (the speaker notes are for what to say, not
+   code): a helper (`#@save`: the slide shows where it is used), a cell that only checks
+   (asserts, no output), a cell that defines a drawing function, and a cell of more than
+   LONG_CODE lines of code (comments and blank lines not counted) that prints nothing.
 7. Code whose result is the point shows its output without its code (on the slides only:
    the notebook view is unchanged): a GPU-only cell (`d2l.show_recording(...)`, whose
    output is the GPU's result or, without a GPU, the recording) of more than LONG_CODE
@@ -46,13 +46,17 @@ look at. So the types follow from rules, in this order (the first that applies):
    a cell too tall for a slide whose output alone fits. jupyterlab-rise has no cell
    metadata for this, but it loads `<lesson>.css` beside a notebook in the slideshow only;
    this script writes that file, hiding those cells' code by their position.
-8. A cell that cannot fit a slide even on its own (a long output, a tall plot) goes to the
-   speaker notes, and `--report` names it: shorten it to show it.
+8. A cell that cannot fit a slide even on its own (a long output, a tall plot) is left
+   out, and `--report` names it: shorten it to show it.
 9. What remains of a section is cut into blocks: a lead-in with the code cell after it
    ("-"), or a code cell or lead-in on its own. A block is a fragment of the current
    slide if the slide still fits the 1280x720 screen with it, else it starts a
    subslide. A lead-in whose code would not fit beside it goes to the notes.
 10. OVERRIDES, a table of cell id -> slide type (or "output"), has the last word.
+11. Speaker notes a presenter reads at a glance: a (sub)slide keeps, in order, the notes
+    cells that fit in NOTES_WORDS words; the others are left out.
+12. A shown code cell's first line, when it is a test marker (`# NBVAL_IGNORE_OUTPUT`), is
+    hidden on the slides by `<lesson>.css`, like the code of rule 7.
 
 Every lesson also gets the notebook metadata `rise` (RISE_SETTINGS: slide numbers
 "current/total", which the teacher's kit quotes, and a scroll bar rather than a cut when a
@@ -90,6 +94,7 @@ BUDGET = 650            # px of a 720 px slide a (sub)slide may fill by estimate
 CODE_PX = 18            # font size of code and text outputs (rise.css: --jp-code-font-size)
 PROSE_PX = 18           # font size of prose (rise.css: --jp-content-font-size1)
 LEAD_CHARS = 350        # prose up to this long is a lead-in shown on the slide; longer: notes
+NOTES_WORDS = 300       # speaker notes of one (sub)slide, at most (words as read)
 WORDY_CHARS = 600       # --report: a (heading) cell with more prose than this is wordy for a slide
 LONG_CODE = 10          # lines of code (no comments, no blank lines) a slide shows at most
 SHORT_DRAWING = 6       # a figure's cell of this many lines or more shows the figure only
@@ -241,6 +246,11 @@ def output_height(output):
     size = image_size(output)
     if size:
         return size[1] + IMAGE
+    html = output.get("data", {}).get("text/html", "")
+    if isinstance(html, list):
+        html = "".join(html)
+    if html.startswith("<details>"):                              # folded: its summary line
+        return RESULT + OUT_LINE
     if output.get("output_type") == "error":
         text = "\n".join(output.get("traceback", []))
     else:
@@ -382,28 +392,28 @@ def _code_role(cell, text):
     long = len(code_lines(text)) > LONG_CODE
     outputs = bool(cell.get("outputs"))
     if is_helper(text):
-        return "notes", "helper (#@save)"
+        return "skip", "helper (#@save)"
     if is_check(cell):
-        return "notes", "checks only"
+        return "skip", "checks only"
     if defines_drawing(text) and not has_image(cell):
-        return "notes", "defines a drawing function"
+        return "skip", "defines a drawing function"
     if is_gpu_cell(text) and long:
         return "output", "GPU-only cell, long code"
     if has_image(cell) and (len(code_lines(text)) >= SHORT_DRAWING or "patches" in text):
         return "output", "drawing code"
     if long:
-        return ("output", "long code") if outputs else ("notes", "long code, no output")
+        return ("output", "long code") if outputs else ("skip", "long code, no output")
     return "code", ""
 
 
 def _fitting(cell, role):
-    """A code or output role, or notes if even the output alone cannot fit a slide."""
+    """A code or output role, or skip if even the output alone cannot fit a slide."""
     if role[0] == "code" and cell_height(cell) > BUDGET:
         if cell.get("outputs") and cell_height(cell, output_only=True) <= BUDGET:
             return "output", "too tall with its code"
-        return "notes", "too tall for a slide"
+        return "skip", "too tall for a slide"
     if role[0] == "output" and cell_height(cell, output_only=True) > BUDGET:
-        return "notes", "output too tall for a slide"
+        return "skip", "output too tall for a slide"
     return role
 
 
@@ -446,6 +456,24 @@ def slide_types(nb):
                 types[cid], used = "subslide", block
         if role not in ("skip", "notes"):
             previous = role
+    return _notes_within_budget(cells, types)
+
+
+def _notes_within_budget(cells, types):
+    """Speaker notes a presenter reads at a glance: a (sub)slide keeps the notes cells that fit
+    in NOTES_WORDS words (as read), in order; the others are left out (the teacher's guide and
+    the lesson itself have them)."""
+    words = 0
+    for cell in cells:
+        kind = types[cell["id"]]
+        if kind in ("slide", "subslide"):
+            words = 0
+        elif kind == "notes":
+            count = len(_visible_text(_source(cell)).split())
+            if words + count > NOTES_WORDS:
+                types[cell["id"]] = "skip"
+            else:
+                words += count
     return types
 
 
@@ -529,24 +557,42 @@ def sections(nb, types=None):
     return spans
 
 
-def lesson_css(nb, found=None):
-    """The text of <lesson>.css: hide the code of the output-only cells on the slides; None if none."""
+def marked(nb, found=None, types=None):
+    """The ids of the code cells whose code a slide shows and whose first line is a test
+    marker (`# NBVAL_IGNORE_OUTPUT`): the room need not read it."""
     found = found or roles(nb)
-    ids = set(output_only(nb, found))
-    if not ids:
+    types = types or slide_types(nb)
+    return [c["id"] for c in nb["cells"] if c["cell_type"] == "code" and found[c["id"]][0] != "output"
+            and types[c["id"]] not in ("skip", "notes") and _source(c).startswith("# NBVAL_")]
+
+
+def lesson_css(nb, found=None):
+    """The text of <lesson>.css: hide the code of the output-only cells on the slides, and the
+    test marker of the others; None if there is nothing to hide."""
+    found = found or roles(nb)
+    ids, markers = set(output_only(nb, found)), set(marked(nb, found))
+    if not ids and not markers:
         return None
-    rows = [(i, c["id"]) for i, c in enumerate(nb["cells"]) if c["id"] in ids]   # (position, id)
+    position = {c["id"]: i for i, c in enumerate(nb["cells"])}
     by_reason = {}                            # reason -> ["position (cell id)", ...], in order
-    for i, cid in rows:
-        by_reason.setdefault(found[cid][1], []).append(f"{i} ({cid})")
-    listing = "\n".join(f"   {reason}: {', '.join(cells)}." for reason, cells in by_reason.items())
-    positions = ", ".join(f'[data-windowed-list-index="{i}"]' for i, _ in rows)
-    return (f"{CSS_MARK} from the lesson's cells; run it again after changing them.\n"
-            "   jupyterlab-rise loads this file beside the lesson in the slideshow only: these\n"
-            "   cells (by position) show their output without their code on the slides. The\n"
-            "   notebook view is unchanged.\n"
-            f"{listing}\n*/\n.rise-enabled .reveal .jp-Cell:is({positions}) .jp-Cell-inputWrapper {{\n"
-            "  display: none;\n}\n")
+    for c in nb["cells"]:
+        if c["id"] in ids:
+            by_reason.setdefault(found[c["id"]][1], []).append(f"{position[c['id']]} ({c['id']})")
+    listing = "".join(f"   {reason}: {', '.join(cells)}.\n" for reason, cells in by_reason.items())
+    select = lambda chosen: ", ".join(f'[data-windowed-list-index="{position[c["id"]]}"]'
+                                      for c in nb["cells"] if c["id"] in chosen)
+    text = (f"{CSS_MARK} from the lesson's cells; run it again after changing them.\n"
+            "   jupyterlab-rise loads this file beside the lesson in the slideshow only: the\n"
+            "   cells listed (by position) show their output without their code on the slides,\n"
+            "   and the others' first line, a test marker, is hidden. The notebook view is\n"
+            f"   unchanged.\n{listing}*/\n")
+    if ids:
+        text += (f".rise-enabled .reveal .jp-Cell:is({select(ids)}) .jp-Cell-inputWrapper {{\n"
+                 "  display: none;\n}\n")
+    if markers:
+        text += (f".rise-enabled .reveal .jp-Cell:is({select(markers)}) .cm-content > .cm-line:first-child {{\n"
+                 "  display: none;\n}\n")
+    return text
 
 
 def _names(code):

@@ -124,11 +124,16 @@ class Expected:
 
     def __init__(self, cell_id, how, gpu):
         self.cell_id, self.how, self.gpu = cell_id, how, gpu
-        self.notes, self.items, self.figure = [], [], None
+        self.notes, self.details, self.items, self.figure = [], [], [], None
 
     def note(self, line):
-        """A sentence printed above the items: what the cell shows, and why."""
+        """A sentence printed above the items: what the cell shows, in plain words."""
         self.notes.append(line)
+
+    def detail(self, line):
+        """A sentence about the machinery behind the expectation (PyTorch's source, a model's
+        assumptions): shown with the derivations, folded in a notebook, not above the table."""
+        self.details.append(line)
 
     def number(self, name, label, estimate, how=None, not_judged=None):
         """A number the GPU branch measures, expected inside ``estimate``'s range. ``not_judged``: a
@@ -233,8 +238,9 @@ def show_expected(cell_id, header=True):
     First the notes (what to expect, in plain words), then the numbers (and short texts) as a
     table with a column per reference GPU, the value and its range in each cell (one cell where
     every GPU expects the same), then each item's derivation ([model], [simulated] or [source])
-    and why its range is what it is; an item marked not judged says so, and why. Draws the
-    expected figure, styled as a model, where the expectation has one.
+    and why its range is what it is, folded in a notebook (a click opens it); an item marked
+    not judged says so, and why. Draws the expected figure, styled as a model, where the
+    expectation has one.
     """
     import textwrap
     gpus = gpu_models.reference_gpus()
@@ -275,7 +281,7 @@ def show_expected(cell_id, header=True):
             print(f"  {item['label']}:")
             for gpu, p in zip(gpus, per_gpu):
                 print(f'    {gpu.key}: {_cell(p)}')
-    print('  How each was derived, and why its range:')
+    derived = [f'    {line}' for line in first.details]
     for k, item in enumerate(first.items):
         groups = {}
         for gpu, e in zip(gpus, exps):
@@ -288,10 +294,31 @@ def show_expected(cell_id, header=True):
         line = f"    {item['label']} [{item['how']}]" + (f': {why}' if why else '')
         if item.get('not_judged'):
             line += f" (shown, not judged: {item['not_judged']})"
-        print(line)
-    print('  ' + '; '.join(f'[{how}] {HOW[how]}' for how in hows or [first.how]) + '.')
+        derived.append(line)
+    derived.append('  ' + '; '.join(f'[{how}] {HOW[how]}' for how in hows or [first.how]) + '.')
+    _folded('  How each was derived, and why its range:', derived)
     if first.figure is not None:
         _draw_model(exps)
+
+
+def _folded(title, lines):
+    """Print ``title`` and ``lines``; in a notebook, the lines are folded under the title, which
+    opens them on a click (an HTML ``<details>``; the plain text stays for other front ends)."""
+    text = '\n'.join([title, *lines])
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = lambda: None
+    if getattr(get_ipython(), 'kernel', None) is None:          # plain Python, or a test
+        print(text)
+        return
+    import html
+    import sys
+    sys.stdout.flush()                                          # what was printed comes first
+    summary = html.escape(title.strip().rstrip(':')) + ' (click to open)'
+    display({'text/plain': text, 'text/html': f'<details><summary>{summary}</summary>'
+             f'<pre style="white-space: pre-wrap">{html.escape(chr(10).join(lines))}</pre></details>'}, raw=True)
 
 
 def _draw_model(exps):

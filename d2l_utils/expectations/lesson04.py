@@ -237,11 +237,12 @@ def host_and_gpu(ops, gpu):
 @expectation('04-training-loop', how='model')
 def _training_loop(e, gpu):
     e.note('At width 64 the host is the bottleneck and the GPU waits for launches; at 4096 the GPU is, and the '
-           'host runs ahead. A read every step costs a few percent, about min(L, C) / 21 a step plus the read: '
-           'the GPU starts each of the 21 kernels as soon as it is queued, so only a step\'s first launch and '
-           'its last kernel stop overlapping (the schematic\'s middle row, not its worst case L + C).')
+           'host runs ahead. A read every step costs a few percent.')
+    e.detail('A read costs about min(L, C) / 21 a step plus the read: the GPU starts each of the 21 kernels as '
+             'soon as it is queued, so only a step\'s first launch and its last kernel stop overlapping (the '
+             'schematic\'s middle row, not its worst case L + C).')
     _, _, LIGHT_OP_S, STEP_PYTHON_S = host_costs(gpu)
-    e.note(f'Simulated kernel by kernel: 52 host ops a step, 21 of them kernels. Ranges for the {gpu.key}\'s '
+    e.detail(f'Simulated kernel by kernel: 52 host ops a step, 21 of them kernels. Ranges for the {gpu.key}\'s '
            f'host: {launch_text(gpu)}, '
            f'{LIGHT_OP_S[1] * 1e6:.1f}-{LIGHT_OP_S[2] * 1e6:.1f} µs an op without a kernel, '
            f'{STEP_PYTHON_S[1] * 1e6:.0f}-{STEP_PYTHON_S[2] * 1e6:.0f} µs of Python a step, '

@@ -72,9 +72,11 @@ def _(e, gpu):
 
 @expectation('05-adam-step-mixes-devices', how='source')
 def _(e, gpu):
-    e.note('With CUDA parameters Adam takes its foreach path. Its grouping by device '
-           '(torch/utils/_foreach_utils.py) lets CPU float tensors through, for the step counters, '
-           'so the first operation that mixes state and gradient raises.')
+    e.note("Adam's step raises: its state is still on the CPU, the gradients are on the GPU, and one "
+           'operation gets both.')
+    e.detail('With CUDA parameters Adam takes its foreach path. Its grouping by device '
+             '(torch/utils/_foreach_utils.py) lets CPU float tensors through, for the step counters, '
+             'so the first operation that mixes state and gradient raises.')
     e.text('message', 'RuntimeError', ITERATOR_MESSAGE,
            why='aten/src/ATen/native/cuda/ForeachTernaryOp.cu: tensors on two devices take the slow '
                'path, one lerp_ each; aten/src/ATen/TensorIterator.cpp refuses the CPU exp_avg')
@@ -172,10 +174,12 @@ def _(e, gpu):
 @expectation('05-copies-wait', how='source')
 def _(e, gpu):
     batches = 1000 // 100           # the lesson's loader: 1000 examples in batches of 100
-    e.note('A blocking copy from the CPU is memcpy_and_sync (c10/cuda/CUDAFunctions.h): '
-           'cudaMemcpyAsync, then cudaStreamSynchronize; in sync debug mode it warns first. A '
-           'non-blocking copy (aten/src/ATen/native/cuda/Copy.cu) only queues cudaMemcpyAsync and '
-           'records an event for the pinned block; a batch already on the GPU is not copied at all.')
+    e.note('A blocking copy from the CPU makes the host wait for the GPU (in sync debug mode it warns '
+           'first); a non-blocking copy from pinned memory only queues the copy; a batch already on the '
+           'GPU is not copied at all.')
+    e.detail('A blocking copy is memcpy_and_sync (c10/cuda/CUDAFunctions.h): cudaMemcpyAsync, then '
+             'cudaStreamSynchronize. A non-blocking copy (aten/src/ATen/native/cuda/Copy.cu) only queues '
+             'cudaMemcpyAsync and records an event for the pinned block.')
     e.number('blocking', 'waits: pageable batches, blocking copies',
              Estimate(2 * batches, 2 * batches, 2 * batches, 'waits',
                       f'two copies (X and y) in each of {batches} batches, each one memcpy_and_sync '
@@ -206,9 +210,10 @@ def not_deterministic_message(op):
 
 @expectation('05-deterministic-cuda', how='source')
 def _(e, gpu):
-    e.note('use_deterministic_algorithms(True): index_add_ on CUDA takes a deterministic path '
-           '(sorting the indices instead of atomic adds), histc on CUDA has none and raises '
-           '(torch/__init__.py lists both).')
+    e.note('With use_deterministic_algorithms(True), index_add_ on a GPU gives the same bits every time; '
+           'histc on a GPU has no deterministic version and raises.')
+    e.detail('index_add_ on CUDA then sorts the indices instead of adding atomically; torch/__init__.py '
+             '(use_deterministic_algorithms) lists both operations.')
     e.text('repeatable', 'index_add_ twice with the flag: same bits', 'True',
            why='aten/src/ATen/native/cuda/Indexing.cu (index_add_cuda_impl): with the flag it '
                'calls index_put_ with accumulate=True, which sorts first')

@@ -99,9 +99,11 @@ def _(e, gpu):
 
 @expectation('06-library-replicate', how='source')
 def _(e, gpu):
-    e.note('The times are printed, not judged. replicate broadcasts the parameters with '
-           'Broadcast, that is comm.broadcast_coalesced (torch/nn/parallel/replicate.py, '
-           '_functions.py); for the first device it hands back the input tensors themselves.')
+    e.note('The times are printed, not judged. The first copy is the module itself: nothing is copied '
+           'for the GPU it is on.')
+    e.detail('replicate broadcasts the parameters with Broadcast, that is comm.broadcast_coalesced '
+             '(torch/nn/parallel/replicate.py, _functions.py); for the first device it hands back the '
+             'input tensors themselves.')
     e.number('first_copy_mib', 'MiB copied for copy 0 (on the module\'s own GPU)',
              Estimate(0, 0, 0, 'MiB', "torch/csrc/cuda/comm.cpp (broadcast_coalesced): the outputs "
                       "for devices[0] are the inputs; data_parallel.py's docstring: the replica on "

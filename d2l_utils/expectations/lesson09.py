@@ -157,7 +157,7 @@ TF32_EVIDENCE = ("PyTorch's CUDA notes (rounding, since PR 49625); inputs rounde
                  "reproduced PyTorch's A100 results (Triton issue 4574); an RTX 3090 rounded 1024.5 up "
                  "(PyTorch issue 53635)")
 NO_TF32 = 'no TF32 below compute capability 8.0 (torch.cuda.is_tf32_supported, torch/cuda/__init__.py)'
-HOPPER_TF32 = "Hopper: rounded, truncated or mixed, by the kernels cuBLAS picks (see the note)"
+HOPPER_TF32 = "Hopper: rounded, truncated or mixed, by the kernels cuBLAS picks (the expectation's derivations say why)"
 HOPPER_NOTE = ("From compute capability 9.0 cuBLAS may run TF32 on wgmma kernels, whose shared-memory operands "
                "may lose their lower 13 bits (the PTX ISA's section on wgmma) unless a kernel rounds one "
                "first, or on mma.sync kernels, which round: on the H100 and H200 the rule is shown, not judged.")
@@ -181,7 +181,9 @@ def _tf32_matmul(e, gpu):
     e.note('Ampere and Ada cards (compute capability 8.x) read each input with 10 mantissa bits, rounded to '
            'nearest: the error should match the emulation with both inputs rounded, not the 1.6 times larger one '
            'with one input truncated (mixed) or the 2.6 times larger one with both truncated. The T4 has no TF32.')
-    e.note(HOPPER_NOTE)
+    e.note('On the H100 and H200 (compute capability 9.0) the rule depends on the kernels cuBLAS picks: '
+           'shown, not judged.')
+    e.detail(HOPPER_NOTE)
     e.number('err_fp32', 'relative error, TF32 forbidden', fp32, how='model')
     if rule == 'none':
         e.number('err_tf32', 'relative error, TF32 allowed', fp32, how='model')
@@ -202,7 +204,9 @@ def _tf32_inputs(e, gpu):
     e.note('a @ I and I @ a are a as the tensor cores read it, as the left and as the right operand: on Ampere and '
            'Ada cards rounded to nearest (the tie 1024.5 expected away from zero, as on an RTX 3090); on the T4, '
            'which has no TF32, unchanged.')
-    e.note(HOPPER_NOTE)
+    e.note('On the H100 and H200 (compute capability 9.0) the rule depends on the kernels cuBLAS picks: '
+           'shown, not judged.')
+    e.detail(HOPPER_NOTE)
     if rule == 'none':
         e.text('near_1024', f'{list(NEAR_1024)} become (left operand)', str(list(NEAR_1024)), how='source',
                why=NO_TF32 + '; x * 1 + 0 is exact')

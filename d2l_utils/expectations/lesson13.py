@@ -429,7 +429,8 @@ def _compile(e, gpu):
     e.note('Compiled, a block keeps its matrix products and attention kernel and fuses what lies between them '
            '(layer norms, GELU, casts, residual additions). CUDA Graphs add little: the GPU, not the host, sets '
            'the pace.')
-    e.note("The first run's compile time depends on the host's CPU cores: it is not predicted. " + RANGES)
+    e.note("The first run's compile time depends on the host's CPU cores: it is not predicted.")
+    e.detail(RANGES)
     e.number('compiled_ms', "'+ torch.compile (blocks)'", _ms('+ torch.compile (blocks)', gpu,
              f"{gb['compiled']:.0f} GB moved a step instead of {gb['16-bit']:.0f}; " + SHARES))
     e.number('graphs_ms', "'+ CUDA Graphs'", _ms('+ CUDA Graphs', gpu,
