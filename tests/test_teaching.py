@@ -246,3 +246,24 @@ def test_index_lists_every_page_with_its_gpu_cells():
         assert row[-2:] == [str(sum(gpus.values())), str(gpus[True])], (
             f"teaching/README.md, row of {page.name}: GPU-only cells and those needing 2+ GPUs "
             f"should read {sum(gpus.values())} and {gpus[True]}, not {row[-2:]}")
+
+
+@pytest.mark.parametrize("notebook,page", pairs(), ids=lambda x: getattr(x, "name", ""))
+def test_the_slideshow_notes_quote_the_decks_size_and_section_ranges(notebook, page):
+    """The deck's count and each quoted section's slides ("§ "Title" 5-7") are the deck's, as
+    tools/slides.py builds it; the kit's other slide numbers are not checked yet."""
+    import importlib.util
+    import nbformat
+    spec = importlib.util.spec_from_file_location("slides", ROOT / "tools" / "slides.py")
+    slides = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(slides)
+    nb = nbformat.read(notebook, as_version=4)
+    text = " ".join(" ".join(section(page.read_text(encoding="utf-8"), "## As a slideshow")).split())
+    count = re.search(r"(\d+) slides", text)
+    assert count and int(count[1]) == len(slides.slides_of(nb)), f"{page.name}: the deck has {len(slides.slides_of(nb))} slides"
+    spans = {" ".join(k.split()): v for k, v in slides.sections(nb).items()}
+    for title, first, last in re.findall(r'§ "([^"]+)" (\d+)(?:–(\d+))?', text):
+        assert title in spans, f"{page.name}: no section {title!r}"
+        quoted_span = (int(first), int(last or first))
+        assert quoted_span == spans[title], f"{page.name}: § {title!r} is on slides {spans[title]}, not {quoted_span}"
+
