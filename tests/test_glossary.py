@@ -16,6 +16,14 @@ def test_every_term_is_linked_where_the_course_first_uses_it():
     assert glossary.problems() == []
 
 
+def test_part_2_lessons_each_link_their_own_first_uses():
+    """A practitioner may start at lesson 8: each Part 2 lesson links a term where it first uses it."""
+    uses = glossary.uses_to_link()
+    part_2 = {(a, use[0]) for a, use in uses if use[0] >= glossary.PART_2}
+    assert {n for _, n in part_2} == set(range(glossary.PART_2, 14))
+    assert ("kernel", 8) in part_2 and ("kernel", 13) in part_2      # taught in lesson 4, linked again
+
+
 def test_entries_are_short_plain_and_in_order():
     text = glossary.GLOSSARY.read_text(encoding="utf-8")
     terms = glossary.entries(text)

@@ -6,7 +6,9 @@
 The rule: where the course first uses a term of the glossary (reading the lessons in
 order, prose only: not code, not headings, not the text of another glossary link), the
 word links to its entry, and the entry's "First met in lesson N" names that lesson. So a
-newcomer meets no term of the glossary without a link to its plain-words definition.
+newcomer meets no term of the glossary without a link to its plain-words definition. Part 2
+(lessons PART_2 on) is also read on its own, by practitioners: there each lesson links a
+term where that lesson first uses it.
 A term's forms are its heading and its plural (ending in -s), plus FORMS below; terms
 written in capitals (CUDA, GIL) match in that case only, the others in any case.
 After an edit moves a first use, `--link` adds the new link (remove the old one by hand),
@@ -25,6 +27,7 @@ URL = "https://github.com/d2l-gpu/gpu-course/blob/main/GLOSSARY.md#"
 FORMS = {   # forms beyond the heading and its plural
     "all-reduce": ["all-reduced", "all-reducing"],
     "asynchronous": ["asynchronously"],
+    "cuda graph": ["CUDA Graph", "CUDA Graphs"],
     "dma engine": ["DMA"],
     "flop": ["FLOP/s"],
     "host": ["host's"],
@@ -35,6 +38,7 @@ FORMS = {   # forms beyond the heading and its plural
     "tensor cores": ["Tensor Core", "tensor cores", "tensor core"],
     "utilisation": ["utilization"],
 }
+PART_2 = 8      # lessons 8-13, which a practitioner may start at: each links its own first uses too
 FIRST_MET = re.compile(r"First met (?:and taught )?in lesson (\d+)")
 
 
@@ -70,10 +74,12 @@ def _pattern(forms):
 
 
 def prose(markdown, anchor):
-    """The markdown with what is not prose blanked out: code, headings, URLs, HTML, and the
-    text of every link except the glossary's links to ``anchor`` (those are uses, linked)."""
+    """The markdown with what is not prose blanked out: code, headings, quoted section names
+    (§ "..."), URLs, HTML, and the text of every link except the glossary's links to
+    ``anchor`` (those are uses, linked)."""
     masked = list(markdown)
     for pattern, flags in ((r"```.*?```", re.S), (r"`[^`\n]*`", 0), (r"<!--.*?-->", re.S), (r"^#.*$", re.M),
+                           (r'§ "[^"]*"', 0),                       # a section's name, quoted
                            (r"\]\([^)\n]*\)", 0), (r"<[^>\n]*>", 0)):
         for m in re.finditer(pattern, markdown, flags=flags):
             masked[m.start():m.end()] = " " * (m.end() - m.start())
@@ -105,6 +111,16 @@ def first_uses(paths=None):
     return found
 
 
+def uses_to_link():
+    """[(anchor, use)]: where the course first uses each term, and, in each lesson of Part 2,
+    where that lesson first uses it (a reader may start Part 2 without Part 1)."""
+    found = list(first_uses().items())
+    for path in lessons():
+        if int(path.name[:2]) >= PART_2:
+            found += [(a, use) for a, use in first_uses([path]).items() if (a, use) not in found]
+    return found
+
+
 def links(markdown):
     """[(anchor, text)] of the glossary links in a markdown text."""
     return [(m.group(2), m.group(1)) for m in re.finditer(r"\[([^\]\n]*)\]\(" + re.escape(URL) + r"([\w\-]*)\)", markdown)]
@@ -123,10 +139,11 @@ def problems():
         number, path, i, cid, start, end = found[a]
         if number != lesson:
             said.append(f"{title!r}: first met in lesson {number} (cell {i + 1}), but the glossary says lesson {lesson}")
+    for a, (number, path, i, cid, start, end) in uses_to_link():
         source = nbformat.read(path, as_version=4).cells[i].source
         if not linked(source, a, start):
-            said.append(f"{title!r}: its first use, {source[start:end]!r} in {path.name} cell {i + 1} ({cid}), "
-                        f"is not a link to {URL}{a}")
+            said.append(f"#{a}: its first use in lesson {number}, {source[start:end]!r} in {path.name} cell "
+                        f"{i + 1} ({cid}), is not a link to {URL}{a}")
     for path in lessons():
         for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
             for target, text in links(cell.source) if cell.cell_type == "markdown" else []:
@@ -139,10 +156,11 @@ def link():
     """Link each term's first use that is not linked yet; returns the cells changed."""
     changed = []
     while True:                                   # one link at a time: a link moves what follows it
-        todo = [(a, use) for a, use in first_uses().items()
+        todo = [(a, use) for a, use in uses_to_link()
                 if not linked(nbformat.read(use[1], as_version=4).cells[use[2]].source, a, use[4])]
         if not todo:
             return changed
+        todo.sort(key=lambda t: t[1][4] - t[1][5])      # longest first: "CUDA Graphs" before "CUDA"
         a, (number, path, i, cid, start, end) = todo[0]
         nb = nbformat.read(path, as_version=4)
         source = nb.cells[i].source
