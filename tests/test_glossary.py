@@ -1,15 +1,10 @@
 """The course's glossary: every term links to its entry where the course first uses it."""
-import importlib.util
-import pathlib
 import re
 
+import glossary  # tools/ is put on sys.path by conftest.py
 import nbformat
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("glossary", ROOT / "tools" / "glossary.py")
-glossary = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(glossary)
+from conftest import ROOT
 
 
 def test_every_term_is_linked_where_the_course_first_uses_it():

@@ -252,11 +252,8 @@ def test_index_lists_every_page_with_its_gpu_cells():
 def test_the_slideshow_notes_quote_the_decks_size_and_section_ranges(notebook, page):
     """The deck's count and each quoted section's slides ("§ "Title" 5-7") are the deck's, as
     tools/slides.py builds it; the kit's other slide numbers are not checked yet."""
-    import importlib.util
     import nbformat
-    spec = importlib.util.spec_from_file_location("slides", ROOT / "tools" / "slides.py")
-    slides = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(slides)
+    import slides  # tools/ is put on sys.path by conftest.py
     nb = nbformat.read(notebook, as_version=4)
     text = " ".join(" ".join(section(page.read_text(encoding="utf-8"), "## As a slideshow")).split())
     count = re.search(r"(\d+) slides", text)

@@ -139,13 +139,14 @@ def problems():
         number, path, i, cid, start, end = found[a]
         if number != lesson:
             said.append(f"{title!r}: first met in lesson {number} (cell {i + 1}), but the glossary says lesson {lesson}")
+    books = {path: nbformat.read(path, as_version=4) for path in lessons()}
     for a, (number, path, i, cid, start, end) in uses_to_link():
-        source = nbformat.read(path, as_version=4).cells[i].source
+        source = books[path].cells[i].source
         if not linked(source, a, start):
             said.append(f"#{a}: its first use in lesson {number}, {source[start:end]!r} in {path.name} cell "
                         f"{i + 1} ({cid}), is not a link to {URL}{a}")
-    for path in lessons():
-        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+    for path, nb in books.items():
+        for i, cell in enumerate(nb.cells):
             for target, text in links(cell.source) if cell.cell_type == "markdown" else []:
                 if target not in known:
                     said.append(f"{path.name} cell {i + 1}: the link {text!r} goes to #{target}, which the glossary lacks")
