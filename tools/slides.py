@@ -19,7 +19,8 @@ CODE_PX = 18 px, set by notebooks/rise.css), and on each slide what the room sho
 look at. So the types follow from rules, in this order (the first that applies):
 
 1. The first cell (the title, what you will learn, what you need) is a slide of its own.
-2. Left out (skip): the Colab setup cell (the first code cell, guarded by
+2. Left out (skip): the lesson's depth (from its heading tagged `depth` on: the deck is the
+   core path; see tools/sitting.py), the Colab setup cell (the first code cell, guarded by
    `'google.colab' in sys.modules`), the worked solutions (`#@title Solution ...`; the
    exercises themselves stay, in the summary), code after the first solution (its
    housekeeping), and empty cells.
@@ -354,10 +355,13 @@ def roles(nb):
     """{cell id: (role, reason)}: a (sub)slide's start, a lead-in, code, output, notes or skip.
 
     The reason says which rule decided (for --report)."""
-    found, code_seen, solutions_seen = {}, 0, False
+    found, code_seen, solutions_seen, in_depth = {}, 0, False, False
     for i, cell in enumerate(nb["cells"]):
         cid, text, kind = cell["id"], _source(cell), cell["cell_type"]
-        if i == 0:
+        in_depth = in_depth or "depth" in cell.get("metadata", {}).get("tags", [])
+        if in_depth:
+            role = "skip", "the depth (after the core path)"
+        elif i == 0:
             role = "slide", "title"
         elif kind == "code" and is_setup(cell, code_seen):
             role = "skip", "Colab setup"
