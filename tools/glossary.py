@@ -3,12 +3,13 @@
     python tools/glossary.py            # list what is wrong; exit 1 if anything is
     python tools/glossary.py --link     # link each term where the course first uses it
 
-The rule: where the course first uses a term of the glossary (reading the lessons in
-order, prose only: not code, not headings, not the text of another glossary link), the
+The rule: where the course first uses a term of the glossary (reading the lessons' core
+paths in order, prose only: not code, not headings, not the text of another glossary link), the
 word links to its entry, and the entry's "First met in lesson N" names that lesson. So a
 newcomer meets no term of the glossary without a link to its plain-words definition. Part 2
 (lessons PART_2 on) is also read on its own, by practitioners: there each lesson links a
-term where that lesson first uses it.
+term where that lesson first uses it. A lesson's depth (tools/sitting.py), read after its
+core, links a term where it first uses one that the cores read before it have not used.
 A term's forms are its heading and its plural (ending in -s), plus FORMS below; terms
 written in capitals (CUDA, GIL) match in that case only, the others in any case.
 After an edit moves a first use, `--link` adds the new link (remove the old one by hand),
@@ -20,6 +21,7 @@ import re
 import sys
 
 import nbformat
+import sitting
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GLOSSARY = ROOT / "GLOSSARY.md"
@@ -95,13 +97,22 @@ def linked(markdown, anchor, start):
                for m in re.finditer(r"\[([^\]\n]*)\]\(" + re.escape(URL + anchor) + r"\)", markdown))
 
 
-def first_uses(paths=None):
-    """{anchor: (lesson number, path, cell index, cell id, start, end)} of each term's first use."""
+def _part(nb, part):
+    """[(index, cell)] of a lesson's core path, of its depth, or of both (part "all")."""
+    core, depth = sitting.split(nb)
+    cells = {"core": core, "depth": depth, "all": nb.cells}[part]
+    start = 0 if part != "depth" else len(core)
+    return list(enumerate(cells, start))
+
+
+def first_uses(paths=None, part="core"):
+    """{anchor: (lesson number, path, cell index, cell id, start, end)} of each term's first use,
+    reading the lessons' core paths (or their depths, or both) in order."""
     todo = {a: _pattern(forms) for _, a, _, forms in entries()}
     found = {}
     for path in paths or lessons():
         nb = nbformat.read(path, as_version=4)
-        for i, cell in enumerate(nb.cells):
+        for i, cell in _part(nb, part):
             if cell.cell_type != "markdown":
                 continue
             for a, pattern in list(todo.items()):
@@ -112,12 +123,18 @@ def first_uses(paths=None):
 
 
 def uses_to_link():
-    """[(anchor, use)]: where the course first uses each term, and, in each lesson of Part 2,
-    where that lesson first uses it (a reader may start Part 2 without Part 1)."""
+    """[(anchor, use)]: where the core paths, read in order, first use each term; in each lesson
+    of Part 2, where its core first uses it (a reader may start Part 2 without Part 1); and in
+    each lesson's depth, where it first uses a term that the core paths its reader has read (the
+    lessons' cores up to this one; in Part 2, this lesson's core) have not used."""
     found = list(first_uses().items())
-    for path in lessons():
-        if int(path.name[:2]) >= PART_2:
+    for n, path in enumerate(lessons()):
+        number = int(path.name[:2])
+        if number >= PART_2:
             found += [(a, use) for a, use in first_uses([path]).items() if (a, use) not in found]
+        read = first_uses([path] if number >= PART_2 else lessons()[:n + 1])
+        found += [(a, use) for a, use in first_uses([path], part="depth").items()
+                  if a not in read and (a, use) not in found]
     return found
 
 
@@ -130,7 +147,7 @@ def problems():
     """What breaks the rule, one sentence each."""
     terms = entries()
     known = {a for _, a, _, _ in terms}
-    found = first_uses()
+    found = {**first_uses(part="depth"), **first_uses()}     # a term only the depths use: its first
     said = []
     for title, a, lesson, forms in terms:
         if a not in found:
