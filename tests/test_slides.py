@@ -40,6 +40,7 @@ import nbformat
 import pytest
 
 import slides  # tools/ is put on sys.path by conftest.py
+import sitting  # noqa: E402
 from conftest import NOTEBOOKS, ROOT, cells, require, slow, source
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, browser_tools, jupyterlab
 
@@ -96,7 +97,10 @@ def test_title_and_sections_start_slides_setup_and_solutions_are_left_out(path):
     nb_cells, types = cells(path), _types(path)
     assert all(t in slides.TYPES for t in types), f"{path.name}: unknown slide types {set(types)}"
     assert types[0] == "slide", f"{path.name}: the title cell must start the first slide"
-    for cell, kind in zip(nb_cells, types):
+    core = len(sitting.split({"cells": nb_cells})[0])
+    for cell, kind in zip(nb_cells[core:], types[core:]):
+        assert kind == "skip", f"{path.name}: {cell['id']} is in the depth, which is not on the slides"
+    for cell, kind in zip(nb_cells[:core], types[:core]):
         text = source(cell)
         heading = re.search(r"^## .*", text, re.M)
         if cell["cell_type"] == "markdown" and heading:
