@@ -64,3 +64,17 @@ def test_words_are_counted_as_read():
 
 def test_anchors_are_jupyterlabs():
     assert sitting.heading_anchor("The `set_device` of a **tensor**") == "The-set_device-of-a-tensor"
+
+
+ZH = sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", ZH, ids=lambda p: "zh/" + p.name)
+def test_the_chinese_lessons_links_inside_the_notebook_lead_to_its_headings(path):
+    nb = nbformat.read(path, as_version=4)
+    targets = sitting.headings(nb.cells)
+    broken = [(cid, anchor) for cid, anchor in sitting.internal_links(nb.cells) if anchor not in targets]
+    assert not broken, f"zh/{path.name}: links to no heading of the lesson: {broken}"
+    core, depth = sitting.split(nb)
+    english = nbformat.read(ROOT / "notebooks" / path.name, as_version=4)
+    assert len(core) == len(sitting.split(english)[0]), "the Chinese core path ends where the English one does"
