@@ -171,12 +171,12 @@ def _(e, gpu):
 
 @expectation('01-set-device', how='source')
 def _(e, gpu):
-    e.note('After set_device(last), the current GPU, a tensor on the bare cuda and a new stream are '
+    e.note('After set_device(last), the current GPU and a tensor on the bare cuda are '
            'on the last GPU (cuda:0 on a one-GPU machine such as the H200 or a Colab T4), while '
            "'cuda:0' still means GPU 0.")
-    e.text('follow', "current_device(), 'cuda' and a new Stream follow set_device", 'True',
+    e.text('follow', "current_device() and 'cuda' follow set_device", 'True',
            why='torch/cuda/__init__.py: set_device calls _cuda_setDevice (cudaSetDevice); '
-               'current_device() and Stream() without a device use the current GPU, and '
+               'current_device() reads the current GPU, and '
                'aten/src/ATen/cuda/EmptyTensor.cpp puts a bare cuda tensor on it')
     e.text('explicit', "a tensor on 'cuda:0' stays on GPU 0", 'True',
            why='c10/core/Device.h: an explicit index is used as it is')
