@@ -41,8 +41,8 @@ __all__ = [
     'torchrun',
     'training_memory',
     'saved_tensor_bytes',
-    'cpu_memory_timeline',
     'peak_memory',
+    'cpu_memory_timeline',
     'round_mantissa',
     'tf32_matmuls_enabled',
     'tf32_matmuls',
@@ -213,7 +213,6 @@ def synchronize(device='cpu'):
             torch.accelerator.synchronize(d)
 
 
-# ---- from notebooks/03_copies_between_devices.ipynb ----
 def time_op(fn, device='cpu', min_run_time=0.1, num_threads=1):
     """Return the median time, in seconds, of one call ``fn()`` whose work runs on ``device``.
 
@@ -615,6 +614,28 @@ def saved_tensor_bytes(fn, exclude=(), by_dtype=False):
 
 
 # ---- from notebooks/08_gpu_memory.ipynb ----
+def peak_memory(fn, device='cpu'):
+    """Run ``fn()`` and return its peak memory on ``device``, in bytes above the level before.
+
+    On a CUDA GPU: ``torch.cuda.max_memory_allocated`` after resetting it, less the memory
+    allocated before. On the CPU: the highest level of ``cpu_memory_timeline(fn)``.
+
+    Defined in notebooks/08_gpu_memory.ipynb.
+    """
+    checks.function(fn, 'fn')
+    device, = checks.devices(device)
+    checks.one_of(device.type, 'device.type', {'cpu', 'cuda'})       # what this function can measure
+    if device.type == 'cpu':
+        return max(cpu_memory_timeline(fn)['bytes'], default=0)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - start
+
+
+# ---- from notebooks/08_gpu_memory.ipynb ----
 def cpu_memory_timeline(fn):
     """Run ``fn()`` under PyTorch's profiler; return the CPU memory it held over time.
 
@@ -650,28 +671,6 @@ def cpu_memory_timeline(fn):
             'bytes': list(itertools.accumulate(b for _, b in memory)),
             'regions': {e['name']: ((e['ts'] - start) / 1e6, (e['ts'] + e['dur'] - start) / 1e6)
                         for e in regions}}
-
-
-# ---- from notebooks/08_gpu_memory.ipynb ----
-def peak_memory(fn, device='cpu'):
-    """Run ``fn()`` and return its peak memory on ``device``, in bytes above the level before.
-
-    On a CUDA GPU: ``torch.cuda.max_memory_allocated`` after resetting it, less the memory
-    allocated before. On the CPU: the highest level of ``cpu_memory_timeline(fn)``.
-
-    Defined in notebooks/08_gpu_memory.ipynb.
-    """
-    checks.function(fn, 'fn')
-    device, = checks.devices(device)
-    checks.one_of(device.type, 'device.type', {'cpu', 'cuda'})       # what this function can measure
-    if device.type == 'cpu':
-        return max(cpu_memory_timeline(fn)['bytes'], default=0)
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    start = torch.cuda.memory_allocated(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - start
 
 
 # ---- from notebooks/09_mixed_precision.ipynb ----
