@@ -165,9 +165,10 @@ GPU_ALLOWANCE_S = {
     "06": (5, "three one-GPU cells (DataParallel on one GPU); the two 2-GPU cells are skipped"),
     "07": (20, "torchrun: a child process that starts CUDA and NCCL (5-10 s), then trains; "
                "the one-process reference on cuda"),
-    "08": (25, "twelve cells: allocator experiments of a few MiB, an out-of-memory request (refused at "
-               "once), a measured training step, a memory snapshot of two steps pickled and read back, "
-               "and 08-sdpa-backend's four profiled attention runs (profiler start, cuDNN's graph build)"),
+    "08": (30, "twelve cells: allocator experiments of a few MiB, two of them in a child process "
+               "(each starts CUDA: 2-4 s), an out-of-memory request (refused at once), a measured "
+               "training step, a memory snapshot of two steps pickled and read back, and "
+               "08-sdpa-backend's four attention runs (cuDNN's graph build)"),
     "09": (20, "time_op for 0.5 s x 4 dtypes (8192^3 products), 1 s x 4 training-step modes, "
                "0.3 s x 3 shapes, each with its warm-up; a float64 4096^3 reference product"),
     "10": (20, "the profiler (CUPTI) starts (2-5 s); roofline sweeps over sizes and dtypes; "
