@@ -69,10 +69,13 @@ def page_questions(notebook):
 
 @pytest.mark.parametrize("notebook", TAUGHT, ids=lambda p: p.name)
 def test_every_exercise_is_printed_whole(built, notebook):
-    student = squash(visible((built / f"{notebook.stem}.html").read_text(encoding="utf-8")))
+    page = (built / f"{notebook.stem}.html").read_text(encoding="utf-8")
+    assert 'href="#' not in page, f"{notebook.name}: a link into the lesson leads nowhere on a handout"
+    student = squash(visible(page))
     intro, whole = tasks(notebook)
     assert len(whole) >= 2
     for k, task in enumerate(whole, 1):
+        task = re.sub(r"\[([^\]]*)\]\(#[^)]*\)", r"\1", task)     # a link into the lesson: its words
         assert squash(task) in student, f"{notebook.name}: exercise {k} is not printed whole: {task[:80]!r}..."
     if intro:
         assert squash(intro) in student, f"{notebook.name}: the exercises' introduction is missing"
@@ -88,7 +91,9 @@ def test_the_short_tasks_the_issue_found_are_whole_now(built):
 
 @pytest.mark.parametrize("notebook", TAUGHT, ids=lambda p: p.name)
 def test_no_quiz_question_on_a_students_handout(built, notebook):
-    student = squash(visible((built / f"{notebook.stem}.html").read_text(encoding="utf-8")))
+    page = (built / f"{notebook.stem}.html").read_text(encoding="utf-8")
+    assert 'href="#' not in page, f"{notebook.name}: a link into the lesson leads nowhere on a handout"
+    student = squash(visible(page))
     teacher = squash(visible((built / f"{notebook.stem}-teacher.html").read_text(encoding="utf-8")))
     lesson = int(notebook.name[:2])
     quiz = quiz_texts().get(lesson, [])

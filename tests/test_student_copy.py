@@ -77,13 +77,15 @@ def test_the_copy_has_what_students_need_and_not_the_answers(copy):
 
 
 def _names(tree):
-    """(names bound at the top level, names read) by a cell's code."""
+    """(names bound by a cell's code, at the top level or as a parameter; names read)."""
     bound, read = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             bound.add(node.name)
+        elif isinstance(node, ast.arg):                 # a function's own parameter
+            bound.add(node.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
     return bound, read
@@ -92,7 +94,8 @@ def _names(tree):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_cell_students_keep_needs_a_solution(path):
     """The copy runs top to bottom where the lesson does: no kept cell reads a name that only
-    a solution cell defines (IPython's % lines are left out of the parse)."""
+    a solution cell defines (IPython's % lines are left out of the parse). A lesson's depth
+    follows its solutions, so this is where a depth cell would lean on one."""
     only_in_solutions, before = set(), set()
     for cell in cells(path):
         if cell["cell_type"] != "code":
@@ -103,7 +106,8 @@ def test_no_cell_students_keep_needs_a_solution(path):
         if student_copy.is_solution(cell):
             only_in_solutions |= bound - before
         else:
-            assert not (read & only_in_solutions), f"{path.name}: needs {read & only_in_solutions}"
+            needed = (read - bound) & only_in_solutions       # a name the cell binds itself it does not need
+            assert not needed, f"{path.name}: {cell['id']} needs {needed}"
             before |= bound
             only_in_solutions -= bound
 

@@ -24,6 +24,7 @@ import sys
 import nbformat
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import sitting  # noqa: E402  (tools/sitting.py)
 import slides  # noqa: E402  (tools/slides.py)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -62,16 +63,21 @@ def _marks(nb):
     for slide in slides.deck(nb):
         for i in slide["cells"]:
             where[i] = slide["number"]
-    order, own, current = [], {}, None
+    order, own, current, depth = [], {}, None, set()
+    in_depth = False
     for cell in nb.cells:
+        in_depth = in_depth or sitting.is_depth_start(cell)
         for level, text in slides.headings(cell):
             current = norm(text)
             order.append((level, current))
             own.setdefault(current, set())
+            if in_depth:
+                depth.add(current)                              # the depth is not on the slides
         if current is not None and cell.get("id") in where:
             own[current].add(where[cell["id"]])
     for heading, (first, _) in slides.sections(nb).items():
-        own.setdefault(norm(heading), set()).add(first)        # the slide that shows (or would show) it
+        if norm(heading) not in depth:
+            own.setdefault(norm(heading), set()).add(first)    # the slide that shows (or would show) it
     return order, own
 
 

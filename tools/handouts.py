@@ -95,7 +95,8 @@ def source(cell):
 
 
 def _inline(text):
-    """Markdown of one line or paragraph as HTML: `code`, **bold**, *emphasis*, [links](...)."""
+    """Markdown of one line or paragraph as HTML: `code`, **bold**, *emphasis*, [links](...).
+    A link to a place in the lesson (`#...`, its depth) leads nowhere on paper: its words stay."""
     out = []
     for k, part in enumerate(re.split(r"`([^`]*)`", " ".join(text.split()))):
         if k % 2:
@@ -104,6 +105,7 @@ def _inline(text):
         part = html.escape(part, quote=False)
         part = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", part)
         part = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", part)
+        part = re.sub(r"\[([^\]]+)\]\(#[^)\s]*\)", r"\1", part)     # a place in the lesson: its words
         part = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', part)
         out.append(part)
     return "".join(out)
