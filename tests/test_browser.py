@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.request
 
-from conftest import code_cells, require
+from conftest import code_cells, require, slow
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -251,3 +251,43 @@ def test_run_all_cells_in_jupyterlab(tmp_path):
             context.close()
     print(f"{LESSON} in the browser, seconds from the start: "
           + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + f"; screenshot {shot}")
+
+
+@slow("starts JupyterLab and Chromium: about 20 s")
+def test_a_link_in_the_core_leads_to_its_depth_section_in_jupyterlab(tmp_path):
+    """A lesson's core links each section of its depth (tools/sitting.py): clicked in
+    JupyterLab, the link brings that section's heading into view (JupyterLab's heading ids)."""
+    import sitting
+    sync_playwright = browser_tools()
+    path = ROOT / "notebooks" / LESSON
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    core, depth = sitting.split(nb)
+    anchor = next(a for _, a in sitting.internal_links(core) if a in sitting.depth_sections(depth))
+    _stripped_copy(ROOT / "notebooks", tmp_path / "course")       # JupyterLab may write beside what it opens
+    with jupyterlab(tmp_path / "course", tmp_path) as (base, token), sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            tmp_path / "profile", executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
+        page = context.pages[0] if context.pages else context.new_page()
+        page.set_default_timeout(30_000)
+        try:
+            page.goto(f"{base}/lab/tree/{LESSON}?token={token}")
+            heading = page.locator(f'.jp-RenderedMarkdown [data-jupyter-id="{anchor}"]')
+            heading.wait_for(state="attached")
+            assert not heading.is_visible() or not _in_view(heading), "the depth's heading is in view already"
+            link = page.locator(f'.jp-RenderedMarkdown a[href="#{anchor}"]').first
+            link.scroll_into_view_if_needed()
+            link.click()
+            deadline = time.monotonic() + 10
+            while not _in_view(heading):
+                assert time.monotonic() < deadline, f"{LESSON}: the link to #{anchor} did not bring it into view"
+                time.sleep(0.2)
+        finally:
+            page.screenshot(path=ARTIFACTS / f"browser_depth_link_{path.stem}.png")
+            context.close()
+
+
+def _in_view(locator):
+    """Whether the element's top lies inside the browser's window."""
+    return locator.evaluate("e => { const r = e.getBoundingClientRect();"
+                            " return r.top >= 0 && r.top < window.innerHeight; }")
