@@ -127,6 +127,16 @@ def jupyterlab(root_dir, tmp):
         log.close()
 
 
+def _chromium(pw, tmp_path):
+    """Debian's chromium, headless, at 1280x900: (its context, its page)."""
+    context = pw.chromium.launch_persistent_context(
+        tmp_path / "profile", executable_path=str(CHROMIUM), headless=True,
+        args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
+    page = context.pages[0] if context.pages else context.new_page()
+    page.set_default_timeout(30_000)
+    return context, page
+
+
 def _run_all_cells(page):
     """Run → Run All Cells, through the menu as a reader would."""
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
@@ -192,11 +202,7 @@ def test_run_all_cells_in_jupyterlab(tmp_path):
     phases = {}
     with jupyterlab(served, tmp_path) as (base, token), sync_playwright() as pw:
         phases["server up"] = time.perf_counter() - start
-        context = pw.chromium.launch_persistent_context(
-            tmp_path / "profile", executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
-        page = context.pages[0] if context.pages else context.new_page()
-        page.set_default_timeout(30_000)
+        context, page = _chromium(pw, tmp_path)
         try:
             page.goto(f"{base}/lab/tree/notebooks/{LESSON}?token={token}")
             page.locator(".jp-NotebookPanel .jp-Notebook").wait_for()
@@ -265,11 +271,7 @@ def test_a_link_in_the_core_leads_to_its_depth_section_in_jupyterlab(tmp_path):
     anchor = next(a for _, a in sitting.internal_links(core) if a in sitting.depth_sections(depth))
     _stripped_copy(ROOT / "notebooks", tmp_path / "course")       # JupyterLab may write beside what it opens
     with jupyterlab(tmp_path / "course", tmp_path) as (base, token), sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            tmp_path / "profile", executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
-        page = context.pages[0] if context.pages else context.new_page()
-        page.set_default_timeout(30_000)
+        context, page = _chromium(pw, tmp_path)
         try:
             page.goto(f"{base}/lab/tree/{LESSON}?token={token}")
             heading = page.locator(f'.jp-RenderedMarkdown [data-jupyter-id="{anchor}"]')
