@@ -4,6 +4,7 @@ on (nothing is compiled here: a cold compile takes seconds), and the shape of it
 import collections
 import pathlib
 import random
+import re
 
 import pytest
 import torch
@@ -153,6 +154,30 @@ def test_what_the_lesson_says_about_rounding_is_in_the_source():
         inductor / "cpp_builder.py").read_text(encoding="utf-8")
     assert '"enable_fp_fusion": not config.emulate_precision_casts' in (
         inductor / "codegen" / "triton.py").read_text(encoding="utf-8")
+
+
+def test_what_the_depth_says_about_recompiles_and_ddp_is_in_the_source():
+    """The limit's default and its old name, Dynamo's warning when it is hit, and DDPOptimizer."""
+    dynamo = pathlib.Path(torch.__file__).parent / "_dynamo"
+    config = (dynamo / "config.py").read_text(encoding="utf-8")
+    assert re.search(r"\nrecompile_limit(: int)? = 8\n", config)
+    assert 'cache_size_limit: int = Config(alias="torch._dynamo.config.recompile_limit")' in config
+    assert "\noptimize_ddp" in config and "match DDP bucket sizes" in config
+    assert "hit config.%s" in (dynamo / "convert_frame.py").read_text(encoding="utf-8")
+    assert "class DDPOptimizer" in (dynamo / "backends" / "distributed.py").read_text(encoding="utf-8")
+
+
+def test_past_the_recompile_limit_a_function_runs_uncompiled():
+    """With the limit at 2, a third dtype compiles nothing and still gives the right result
+    (a counting backend: no Inductor)."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+    counter = CompileCounter()
+    fn = torch.compile(lambda t: t * 2 + 1, backend=counter)
+    with torch._dynamo.config.patch(recompile_limit=2):
+        outs = [fn(torch.ones(2, dtype=dt)) for dt in (torch.float32, torch.float64, torch.int32)]
+    torch._dynamo.reset()
+    assert counter.frame_count == 2 and outs[2].dtype == torch.int32 and outs[2].tolist() == [3, 3]
 
 
 def fma_rounds(x, n):
