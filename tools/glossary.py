@@ -128,11 +128,13 @@ def uses_to_link():
     each lesson's depth, where it first uses a term that the core paths its reader has read (the
     lessons' cores up to this one; in Part 2, this lesson's core) have not used."""
     found = list(first_uses().items())
-    for n, path in enumerate(lessons()):
-        number = int(path.name[:2])
-        if number >= PART_2:
-            found += [(a, use) for a, use in first_uses([path]).items() if (a, use) not in found]
-        read = first_uses([path] if number >= PART_2 else lessons()[:n + 1])
+    read_so_far = set()                           # the terms the cores of the lessons up to this one use
+    for path in lessons():
+        own = first_uses([path])
+        read_so_far |= own.keys()
+        if int(path.name[:2]) >= PART_2:
+            found += [(a, use) for a, use in own.items() if (a, use) not in found]
+        read = own.keys() if int(path.name[:2]) >= PART_2 else read_so_far
         found += [(a, use) for a, use in first_uses([path], part="depth").items()
                   if a not in read and (a, use) not in found]
     return found

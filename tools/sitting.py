@@ -158,7 +158,7 @@ def problems(path):
     for anchor, title in depth_sections(depth).items():
         if anchor not in linked:
             found.append(f"{name}: nothing in the core links to the depth's section {title!r} (#{anchor})")
-    if depth and not depth[0]["cell_type"] == "markdown" or depth and not source(depth[0]).startswith("## "):
+    if depth and (depth[0]["cell_type"] != "markdown" or not source(depth[0]).startswith("## ")):
         found.append(f"{name}: the cell tagged {DEPTH_TAG!r} must be the depth's `## ` heading")
     for cid, tool, taught in tool_uses(core, number(path)):
         found.append(f"{name}: core cell {cid} uses {tool}, which lesson {taught} teaches")

@@ -81,6 +81,7 @@ import struct
 import sys
 
 import nbformat
+import sitting  # tools/sitting.py: where a lesson's depth starts
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
@@ -358,7 +359,7 @@ def roles(nb):
     found, code_seen, solutions_seen, in_depth = {}, 0, False, False
     for i, cell in enumerate(nb["cells"]):
         cid, text, kind = cell["id"], _source(cell), cell["cell_type"]
-        in_depth = in_depth or "depth" in cell.get("metadata", {}).get("tags", [])
+        in_depth = in_depth or sitting.is_depth_start(cell)
         if in_depth:
             role = "skip", "the depth (after the core path)"
         elif i == 0:
