@@ -142,7 +142,8 @@ def test_a_run_killed_in_the_middle_of_a_lesson_keeps_the_cells_it_finished(tmp_
     run = subprocess.Popen(recorder(out, notebooks), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (out.exists() and "02-cell" in recorded(out)):
+    # The folder comes before its first recording: wait for the file, not the folder.
+    while time.monotonic() < deadline and not ((out / "gpu-recording.json").exists() and "02-cell" in recorded(out)):
         time.sleep(0.2)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
