@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Download, here (where the package index is reachable), the Python 3.12 wheels that a
 # GPU machine without network needs to run tools/record_gpu.py: nbval, the Jupyter
-# kernel and client, and what they need. They go to .whl/ (git-ignored).
+# kernel and client, and what they need; and the tools lessons 10-12 run. They go to .whl/ (git-ignored).
 #
 #   tools/fetch_gpu_wheels.sh            # then carry .whl/ to the GPU machine, and there:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -21,6 +21,13 @@ for n in 17 27 28 31 34; do platforms+=(--platform "manylinux_2_${n}_x86_64"); d
 platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
 python3 -m pip download -q --only-binary=:all: --python-version "$PY" --implementation cp \
     "${platforms[@]}" -d .whl -r "$pins" 2> >(grep -v '^WARNING: Location' >&2)
+# The tools lessons 10-12 run (HTA with what it imports, tlparse, py-spy), without their
+# other needs: HTA asks for JupyterLab and pytest, which the lessons do not use there.
+tools=$(mktemp); trap 'rm -f "$pins" "$tools"' EXIT
+grep -E '^(HolisticTraceAnalysis|pandas|plotly|tlparse|py-spy)==' requirements.txt > "$tools"
+printf '%s\n' networkx pydot pyparsing narwhals >> "$tools"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PY" --implementation cp \
+    "${platforms[@]}" -d .whl -r "$tools" 2> >(grep -v '^WARNING: Location' >&2)
 # Drop what the GPU machine already has, so that its own builds stay in charge.
 for keep_theirs in torch numpy pytest pluggy iniconfig packaging psutil typing_extensions \
         execnet attrs python_dateutil six coverage pygments setuptools; do
