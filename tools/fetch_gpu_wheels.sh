@@ -5,7 +5,7 @@
 #
 #   tools/fetch_gpu_wheels.sh            # then carry .whl/ to the GPU machine, and there:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-#   PYTHONPATH=/tmp/site python3 tools/record_gpu.py OUTDIR
+#   PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 tools/record_gpu.py OUTDIR   # bin/: tlparse, py-spy
 #
 # PyTorch, numpy, matplotlib, pytest and the like are NOT fetched: the GPU machine has
 # its own (a CUDA build of PyTorch), and a copy from here would shadow it. Versions of
