@@ -173,3 +173,14 @@ def test_the_rooflines_follow_the_datasheets():
         share, mfu = lesson10.mfu_estimate(gpu), lesson10.dense_mfu(gpu)
         assert 0 < share.low < share.value < share.high <= 1.1
         assert 0 < mfu.low < mfu.value < mfu.high < share.high * gpu.clock_share
+
+
+def test_hta_sorts_kernels_into_types_by_name_as_the_lesson_says():
+    """The depth's Holistic Trace Analysis section states HTA's rule (get_kernel_type in
+    hta/utils/utils.py): a name matching nccl...Kernel is communication, one starting Memcpy or
+    Memset memory, any other computation. A new HTA that changes it changes the lesson's numbers."""
+    from hta.utils.utils import get_kernel_type
+    assert get_kernel_type("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == "COMMUNICATION"
+    assert get_kernel_type("ncclKernel_AllReduce_RING_LL_Sum_float") == "COMMUNICATION"
+    assert get_kernel_type("Memcpy HtoD (Pinned -> Device)") == get_kernel_type("Memset (Device)") == "MEMORY"
+    assert get_kernel_type("gemm_bf16") == get_kernel_type("nccl_without_the_word") == "COMPUTATION"
