@@ -21,11 +21,13 @@ for n in 17 27 28 31 34; do platforms+=(--platform "manylinux_2_${n}_x86_64"); d
 platforms+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
 python3 -m pip download -q --only-binary=:all: --python-version "$PY" --implementation cp \
     "${platforms[@]}" -d .whl -r "$pins" 2> >(grep -v '^WARNING: Location' >&2)
-# The tools lessons 10-12 run (HTA with what it imports, tlparse, py-spy), without their
-# other needs: HTA asks for JupyterLab and pytest, which the lessons do not use there.
+# The tools lessons 10-12 run (HTA, tlparse, py-spy), and what HTA imports that the GPU
+# machine lacks (plotly, pydot); its pandas, networkx, narwhals, pyparsing and PyYAML are
+# there (the device tool's KINDS.md lists its packages). HTA also asks for JupyterLab and
+# pytest, which the lessons do not use there.
 tools=$(mktemp); trap 'rm -f "$pins" "$tools"' EXIT
-grep -E '^(HolisticTraceAnalysis|pandas|plotly|tlparse|py-spy)==' requirements.txt > "$tools"
-printf '%s\n' networkx pydot pyparsing narwhals >> "$tools"
+grep -E '^(HolisticTraceAnalysis|plotly|tlparse|py-spy)==' requirements.txt > "$tools"
+echo pydot==4.0.1 >> "$tools"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PY" --implementation cp \
     "${platforms[@]}" -d .whl -r "$tools" 2> >(grep -v '^WARNING: Location' >&2)
 # Drop what the GPU machine already has, so that its own builds stay in charge.

@@ -190,12 +190,12 @@ PARTIAL_MIN_S = 30              # a lesson whose estimate does not fit starts an
 
 # The lent machine (/work/.library/device/README.md and KINDS.md; CONTRIBUTING.md says which to ask for).
 COMMAND_S = 600                 # the device tool's limit on one command (timeout_s at most)
-WHEELS_S = 10                   # installing .whl/ (43 MB: 6 s on 2 cores here) before this script starts
+WHEELS_S = 10                   # installing .whl/ (29 MB: 5 s on 2 cores here) before this script starts
 FINISH_S = 20                   # after the budget: kill the kernel and its children, write the files
 BUDGET_S = COMMAND_S - WHEELS_S - FINISH_S      # 570: the default --budget
 DEVICE_S = 900                  # device time in all for a session, starts and warm-downs included
 MACHINE_START_S = 120           # a machine's start, at most (1-2 minutes)
-TRANSFER_S = 20                 # the working tree there (a few MiB, .whl/ 43 MB) and $OUT back
+TRANSFER_S = 20                 # the working tree there (a few MiB, .whl/ 29 MB) and $OUT back
 WARM_S = 30                     # a machine stays warm this long after a call (give_back ends it at once)
 START_MIN_S = 240               # no machine starts with less device time left than this
 LENT_GPUS = 1                   # every lent kind has one GPU
