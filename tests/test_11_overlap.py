@@ -167,6 +167,32 @@ def test_what_the_depth_says_about_recompiles_and_ddp_is_in_the_source():
     assert "class DDPOptimizer" in (dynamo / "backends" / "distributed.py").read_text(encoding="utf-8")
 
 
+def test_what_the_tlparse_and_ddp_sections_rely_on_is_in_the_source():
+    """The handler that TORCH_TRACE attaches (the tlparse cell attaches it itself), DDP's single
+    first bucket, FSDP2's hooks hidden from Dynamo, and the DDP script parses (2.11 and 2.13 alike)."""
+    import ast
+    from conftest import cells, source
+    from torch._logging import _internal
+    assert "LazyTraceHandler(trace_dir_name)" in pathlib.Path(_internal.__file__).read_text(encoding="utf-8")
+    _internal.TorchLogsFormatter(trace=True)
+    assert _internal.LazyTraceHandler(None).root_dir is None and _internal.trace_log.name == "torch.__trace"
+    assert torch._dynamo.config.optimize_ddp is True
+    torch_dir = pathlib.Path(torch.__file__).parent
+    ddp = (torch_dir / "nn" / "parallel" / "distributed.py").read_text(encoding="utf-8")
+    assert "def _ddp_init_helper" in ddp and "bucket_size_limits = [sys.maxsize]" in ddp
+    fsdp = torch_dir / "distributed" / "fsdp" / "_fully_shard"
+    common, state = ((fsdp / name).read_text(encoding="utf-8") for name in ("_fsdp_common.py", "_fsdp_state.py"))
+    if "def _dynamo_disable" in common:                   # 2.13: always
+        assert 'reason="skipping FSDP hooks"' in common and "@_dynamo_disable" in state
+    else:                                                 # 2.11: while skip_fsdp_hooks is on, its default
+        assert "def disable_if_config_true" in state and torch._dynamo.config.skip_fsdp_hooks is True
+    namespace = {}
+    exec(source(next(c for c in cells(LESSON) if c["id"] == "c11-ddp-script")), namespace)   # only the text
+    script = namespace["DDP_COMPILE"]
+    ast.parse(script)
+    assert "bucket_cap_mb=1" in script and "optimize_ddp=split" in script and "del step, model; gc.collect()" in script
+
+
 def test_past_the_recompile_limit_a_function_runs_uncompiled():
     """With the limit at 2, a third dtype compiles nothing and still gives the right result
     (a counting backend: no Inductor)."""
