@@ -26,8 +26,7 @@ python3 -m pip download -q --only-binary=:all: --python-version "$PY" --implemen
 # there (the device tool's KINDS.md lists its packages). HTA also asks for JupyterLab and
 # pytest, which the lessons do not use there.
 tools=$(mktemp); trap 'rm -f "$pins" "$tools"' EXIT
-grep -E '^(HolisticTraceAnalysis|plotly|tlparse|py-spy)==' requirements.txt > "$tools"
-echo pydot==4.0.1 >> "$tools"
+grep -E '^(HolisticTraceAnalysis|plotly|pydot|tlparse|py-spy)==' requirements.txt > "$tools"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PY" --implementation cp \
     "${platforms[@]}" -d .whl -r "$tools" 2> >(grep -v '^WARNING: Location' >&2)
 # Drop what the GPU machine already has, so that its own builds stay in charge.
