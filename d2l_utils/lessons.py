@@ -55,6 +55,9 @@ __all__ = [
     'ring_allreduce_bytes',
     'bus_bandwidth',
     'read_rank_results',
+    'bubble_fraction',
+    'replay_pipeline',
+    'parallel_plans',
 ]
 
 
@@ -980,3 +983,98 @@ def read_rank_results(folder, part, world_size):
         if not isinstance(results[-1], dict) or results[-1].get('rank') != r:
             raise ValueError(f'{path} should hold a dict with rank {r}')
     return results
+
+
+# ---- from notebooks/14_beyond_data_parallelism.ipynb ----
+def bubble_fraction(p, m):
+    """The share of a pipeline's time its ``p`` stages sit idle with ``m`` micro-batches: (p - 1) / (m + p - 1).
+
+    With every stage equally fast, the last stage starts p - 1 slots after the first (the fill) and
+    the first finishes p - 1 slots after the last (the drain), around m slots of work.
+
+    Defined in notebooks/14_beyond_data_parallelism.ipynb.
+    """
+    p, m = checks.integer(p, 'p', low=1), checks.integer(m, 'm', low=1)
+    return (p - 1) / (m + p - 1)
+
+
+def replay_pipeline(orders, forward=1.0, backward=2.0):
+    """Replay the order in which each stage ran its micro-batches: ``(time of the step, idle share, spans)``.
+
+    ``orders[s]`` lists stage s's actions, ``('F', i)`` or ``('B', i)`` for micro-batch i, each taking
+    ``forward`` or ``backward`` units of time, or the time a third element gives. A forward waits for
+    the previous stage's forward of its micro-batch, a backward for the next stage's backward.
+    ``spans[s]`` lists stage s's (kind, i, start, end).
+
+    Defined in notebooks/14_beyond_data_parallelism.ipynb.
+    """
+    p = len(orders)
+    done, spans, free, nxt = {}, [[] for _ in orders], [0.0] * p, [0] * p
+    while any(nxt[s] < len(orders[s]) for s in range(p)):
+        moved = False
+        for s in range(p):
+            while nxt[s] < len(orders[s]):
+                kind, i, *took = orders[s][nxt[s]]
+                need = (s - 1, 'F', i) if kind == 'F' else (s + 1, 'B', i)
+                if 0 <= need[0] < p and need not in done:
+                    break                                   # waits for its neighbour
+                start = max(free[s], done.get(need, 0.0))
+                free[s] = done[s, kind, i] = start + (took[0] if took else forward if kind == 'F' else backward)
+                spans[s].append((kind, i, start, free[s]))
+                nxt[s], moved = nxt[s] + 1, True
+        if not moved:
+            raise ValueError(f'the orders wait on each other: stage s stops at action {nxt}')
+    total = max(free)
+    busy = sum(end - start for stage in spans for _, _, start, end in stage)
+    return total, 1 - busy / (p * total), spans
+
+
+# ---- from notebooks/14_beyond_data_parallelism.ipynb ----
+def parallel_plans(width, layers, gpu='H100', gpus=2, tokens=64, micro=4, per_node=8, value_bytes=4):
+    """Every way to split a GPT of ``layers`` blocks of ``width`` over ``gpus`` GPUs of the datasheet
+    table: tensor parallel ``tp`` (inside a node), pipeline ``pp``, FSDP over the rest (``dp``).
+
+    Per GPU and training step of ``tokens``: lesson 8's 16 bytes a parameter for weights, gradients
+    and Adam, sharded tp x pp x dp ways; the activations of the micro-batches 1F1B keeps on the
+    first stage, 34 bytes a token per unit of width and block, cut tp ways by sequence parallelism
+    (16-bit values, attention's scores not kept: Korthikanti et al., 2022, arXiv:2205.05198);
+    tensor parallelism's 4 all-reduces a block of tokens x width values; FSDP's two all-gathers and
+    a reduce-scatter of the weights; the bubble; the matrix products. Links: NVLink inside a node
+    (PCIe without it), across nodes the PCIe slot of a network card (an upper bound for the
+    network). Times by lesson 12's ring model, nothing overlapped. The defaults are lesson 14's
+    run: 2 GPUs, 64 tokens of float32 values, 4 micro-batches.
+
+    Defined in notebooks/14_beyond_data_parallelism.ipynb.
+    """
+    from d2l_utils import gpu_models as gm, ring_allreduce_bytes       # bubble_fraction: above
+    spec = gm.DATASHEET[gpu]
+    width, layers, gpus, tokens, micro, per_node = (checks.integer(v, n, low=1) for v, n in (
+        (width, 'width'), (layers, 'layers'), (gpus, 'gpus'), (tokens, 'tokens'), (micro, 'micro'), (per_node, 'per_node')))
+    params = layers * (12 * width**2 + 13 * width)              # lesson 8's count of a block
+    a = gm.ASSUMPTIONS
+    if spec.nvlink_bytes_per_s:                                  # inside a node: NVLink, one way, at NCCL's share
+        node = (a['nccl_nvlink_share'][0] * spec.nvlink_bytes_per_s / 2, a['nccl_latency_nvlink_s'][0])
+    else:                                                        # or the GPU's own PCIe link
+        node = (a['nccl_pcie_share'][0] * gm.pcie_bytes_per_s(*spec.pcie), a['nccl_latency_pcie_s'][0])
+    network = (a['nccl_pcie_share'][0] * gm.pcie_bytes_per_s(5, 16), a['nccl_latency_pcie_s'][0])
+    dtype = 'bfloat16' if 'bfloat16' in spec.peak_flops else 'float16'
+    flops = a['matmul_share'][0] * spec.sustained_flops(dtype)
+    plans = []
+    for tp in (t for t in (1, 2, 4, 8) if t <= min(per_node, gpus) and gpus % t == 0):
+        for pp in (q for q in range(1, layers + 1) if layers % q == 0 and gpus % (tp * q) == 0):
+            dp = gpus // (tp * pp)
+            dp_rate, dp_latency = node if gpus <= per_node else network
+            block_bytes = tokens // dp * width * value_bytes           # one all-reduce of tensor parallelism
+            tp_s = 4 * layers // pp * (node[1] + ring_allreduce_bytes(block_bytes, tp) / node[0]) if tp > 1 else 0.0
+            weights = value_bytes * params // (tp * pp)                # what FSDP gathers, per rank of a dp group
+            dp_s = 3 * (dp_latency + (dp - 1) / dp * weights / dp_rate) if dp > 1 else 0.0
+            compute_s = 6 * params * tokens / (gpus * flops)
+            bubble = bubble_fraction(pp, micro)
+            activations = layers // pp * min(pp, micro) * tokens / (dp * micro) * 34 * width / tp
+            memory = 16 * params / gpus + activations
+            plans.append({'tp': tp, 'pp': pp, 'dp': dp, 'memory_bytes': memory, 'activation_bytes': activations,
+                          'fits': memory <= spec.memory_bytes,
+                          'tp_allreduce_bytes': block_bytes if tp > 1 else 0, 'bubble': bubble,
+                          'compute_s': compute_s, 'tp_s': tp_s, 'dp_s': dp_s,
+                          'step_s': compute_s / (1 - bubble) + tp_s + dp_s})
+    return plans

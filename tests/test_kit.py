@@ -7,7 +7,8 @@
   changes a copy of a lesson and sees the change), and no built copy is stored. As a slow
   check (CI, COURSE_SLOW=1), Chromium prints each page: one A4 or Letter page for students,
   two for the teacher.
-- The workshop (teaching/kit/workshop.md): every lesson has its slot, and each slot's
+- The workshop (teaching/kit/workshop.md): every lesson has its slot (or a paragraph,
+  "**Optional: lesson N**", that says why it has none), and each slot's
   Slides column (minutes kept, slides to show, to skip, to pause on) is what
   tools/agenda.py computes from the lesson's 45-minute plan, the agenda's cuts and the deck;
   "Run all" stands exactly where a cell shown on the slides needs a cell that is not. The
@@ -134,6 +135,19 @@ def lectures():
     return agenda.expected(WORKSHOP.read_text(encoding="utf-8"))
 
 
+def _optional():
+    """{lesson: why} of the lessons workshop.md leaves out of the two days: a paragraph that
+    starts "**Optional: lesson N**", links the lesson's page and gives its reason."""
+    found = {}
+    for block in WORKSHOP.read_text(encoding="utf-8").split("\n\n"):
+        if m := re.match(r"\*\*Optional: lesson (\d+)\*\*", block):
+            page = PAGES[notebook_of(int(m[1]))]
+            assert f"(../{page.name})" in block, f"optional lesson {m[1]}: link its page"
+            assert len(block.split()) >= 30, f"optional lesson {m[1]}: say why it has no slot"
+            found[int(m[1])] = norm(block)
+    return found
+
+
 def _days():
     """{day heading: table rows (time, session, slides, before class)} of workshop.md."""
     days, current = {}, None
@@ -241,10 +255,14 @@ def test_every_lesson_has_its_slot_with_slides_generated_from_its_plan(decks, le
             if (n := _lesson(r)) is not None:
                 rows.setdefault(n, []).append((day, r))
     main = sorted(n for n, found in rows.items() if any(d.startswith(MAIN_DAYS) for d, _ in found))
-    assert main == [number(nb) for nb in NOTEBOOKS], (
-        f"workshop.md has slots for lessons {main}, the course has {[number(nb) for nb in NOTEBOOKS]}")
+    optional = _optional()
+    assert main == [number(nb) for nb in NOTEBOOKS if number(nb) not in optional], (
+        f"workshop.md has slots for lessons {main}, the course has {[number(nb) for nb in NOTEBOOKS]} "
+        f"(optional: {sorted(optional)})")
     problems = []
     for notebook in NOTEBOOKS:
+        if number(notebook) in optional:
+            continue                   # no slot: workshop.md says why
         deck, _, run_all = decks[notebook]
         if not PAGES[notebook].exists():
             continue                   # a lesson still being written: its slot names no slides yet

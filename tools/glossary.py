@@ -40,7 +40,7 @@ FORMS = {   # forms beyond the heading and its plural
     "tensor cores": ["Tensor Core", "tensor cores", "tensor core"],
     "utilisation": ["utilization"],
 }
-PART_2 = 8      # lessons 8-13, which a practitioner may start at: each links its own first uses too
+PART_2 = 8      # lessons 8-14, which a practitioner may start at: each links its own first uses too
 FIRST_MET = re.compile(r"First met (?:and taught )?in lesson (\d+)")
 
 

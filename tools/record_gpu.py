@@ -24,8 +24,9 @@ whatever the call did not do waits for a later session (``--resume``). The plan 
 call on an H100 (``--plan``, from the estimates below; nothing has been timed on a GPU yet):
 
     start 5 s, preflight 30 s, lessons 01-11 and 13 (389 s; lesson 12 is skipped: its one
-    GPU-only cell needs 2 GPUs), measure_gpu 60 s: about 484 s of the 570, 86 s spare.
-    The suite (about 440 s) fits in no call after the lessons: a later session runs it.
+    GPU-only cell needs 2 GPUs; so is lesson 14, which has none yet), measure_gpu 60 s:
+    about 484 s of the 570, 86 s spare.
+    The suite (about 460 s) fits in no call after the lessons: a later session runs it.
 
 If the lessons take longer than estimated, the budget stops them, and every GPU-only cell
 that finished is kept (below). The steps, in order:
@@ -147,7 +148,7 @@ FILES = ("gpu-recording.json", "gpu.json", "summary.json", "lessons.log", "measu
 # GPU-only branches add on one H100 SXM (the lent machine: 132 SMs, 80 GB at 3.35 TB/s, a
 # 16-core host) to its CPU seconds in measurements/budgets-cpu.json. Nothing has run on a GPU
 # yet: each entry is read off the lesson's GPU branches (what they time, compile, start). The
-# twelve lessons run on one GPU come to about 389 s (lesson 12 is skipped), inside issue 27's
+# twelve lessons run on one GPU come to about 389 s (lessons 12 and 14 are skipped), inside issue 27's
 # forecast for an H200 (400-460 s): the H100's matrix rate is the H200's and its memory 30%
 # slower, which changes seconds only where a cell moves gigabytes (none does for long); the
 # host's work (Python, kernel and CUDA starts, compiles) dominates almost everywhere. After a
@@ -178,6 +179,7 @@ GPU_ALLOWANCE_S = {
     "12": (3, "its one GPU-only cell needs 2 GPUs: on one GPU the lesson is skipped"),
     "13": (95, "two cold compiles (torch.compile of the blocks, then with CUDA graphs: 30-45 s "
                "each) and eight GPU versions of the training job, a profile (90-120 s in all)"),
+    "14": (0, "no GPU-only cell yet: on one GPU the lesson is skipped"),
 }
 DEFAULT_ALLOWANCE_S = 60        # a lesson not in the table above
 PREFLIGHT_S = 30                # torch and Inductor start, one Triton compile (cold), cc builds its stub

@@ -57,7 +57,7 @@ LESSONS = {
     '07': '07_distributed_data_parallel.ipynb', '08': '08_gpu_memory.ipynb',
     '09': '09_mixed_precision.ipynb', '10': '10_profiling.ipynb',
     '11': '11_overlap_and_launch_overhead.ipynb', '12': '12_collectives_and_sharding.ipynb',
-    '13': '13_make_a_training_job_fast.ipynb',
+    '13': '13_make_a_training_job_fast.ipynb', '14': '14_beyond_data_parallelism.ipynb',
 }
 COLAB = 'https://colab.research.google.com/github/d2l-gpu/gpu-course/blob/main/notebooks/'
 _REGISTRY = {}
