@@ -13,7 +13,7 @@ show (``d2l.check_expected`` compares it with a measurement on a GPU); ``recordi
 gives GPU-only cells their fallback, ``d2l.show_recording``, which shows on a machine
 without a GPU the expectation and, once one is installed, what the cell printed on real
 hardware. ``calculators.py`` puts those models behind sliders (``ipywidgets``) in lessons 3, 8,
-10 and 12.
+10, 12 and 14.
 """
 import importlib.util
 

@@ -13,7 +13,10 @@ course already uses, from the one datasheet table and ``ASSUMPTIONS`` of ``gpu_m
   chosen GPU of the datasheet table: the time the roofline allows, the bound, and the MFU a
   measured time means;
 * ``allreduce_calculator`` (lesson 12): a ring all-reduce of N bytes over N GPUs on a chosen
-  interconnect: time and bus bandwidth.
+  interconnect: time and bus bandwidth;
+* ``parallel_calculator`` (lesson 14): every split of a GPT over N GPUs of a chosen kind into
+  tensor, pipeline and FSDP parallelism: which fit, and the expected time of a step, by lesson
+  14's own ``parallel_plans`` (a ``#@save`` helper of the lesson, so not repeated here).
 
 Each has a pure function (``copy_time``, ``training_memory_per_gpu``, ``matmul_roofline``,
 ``allreduce_time``) that raises a clear ``ValueError`` for a bad setting, and a widget
@@ -30,7 +33,7 @@ from .gpu_models import ASSUMPTIONS, DATASHEET, Estimate
 
 __all__ = ['LINKS', 'HOSTS', 'link_host', 'INTERCONNECTS', 'SHAPES', 'PRECISIONS', 'copy_time',
            'training_memory_per_gpu', 'largest_batch', 'matmul_roofline', 'allreduce_time', 'copy_calculator', 'memory_calculator',
-           'roofline_calculator', 'allreduce_calculator']
+           'roofline_calculator', 'allreduce_calculator', 'plan_line', 'parallel_calculator']
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 
 
@@ -501,3 +504,51 @@ def allreduce_calculator(nbytes=256 * MiB, gpus=2, interconnect='NVLink (H200)')
                 + _value('bus_gb_s', f'bus bandwidth {b.value:.1f} GB/s ({b.low:.1f} to {b.high:.1f}) of the '
                          f'link\'s {r["link_gb_s"]:.0f} GB/s each way', b.value))
     return Calculator('An all-reduce on a ring (lesson 12)', controls, compute, static)
+
+
+def _power(n):
+    """2^k for a power of two, else the number."""
+    return f'2^{n.bit_length() - 1}' if n > 0 and n & (n - 1) == 0 else f'{n:,}'
+
+
+def plan_line(p):
+    """One split of ``parallel_plans``, as lesson 14 prints it."""
+    return (f"tp {p['tp']} pp {p['pp']:2} dp {p['dp']:2}: {p['memory_bytes'] / GiB:4.1f} GiB a GPU, step {p['step_s']:5.2f} s "
+            f"= compute {p['compute_s']:.2f} / (1 - bubble {p['bubble']:.2f}) + tp {p['tp_s']:.2f} + FSDP {p['dp_s']:.2f}")
+
+
+def parallel_calculator(width=8192, layers=80, gpu='H100', gpus=64, tokens=2**20, micro=16):
+    """Lesson 14: the splits of a GPT into tensor x pipeline x FSDP over ``gpus`` GPUs, the fastest
+    that fit first. Defaults: the lesson's larger example (width 8192, 80 blocks, 2^20 tokens a step
+    in 16-bit values, 64 H100s, 16 micro-batches)."""
+    from .lessons import parallel_plans
+
+    def plans(width, layers, gpu, gpus, tokens, micro):
+        _choice(gpu, 'gpu', list(DATASHEET))
+        found = parallel_plans(width, layers, gpu, gpus, tokens=tokens, micro=micro, value_bytes=2)
+        return [p for p in found if p['fits']], len(found)
+
+    def lines(**settings):
+        fit, n = plans(**settings)
+        head = (f"width {settings['width']}, {settings['layers']} blocks, {_power(settings['tokens'])} "
+                f"tokens a step, {settings['gpus']} {settings['gpu']}s: {len(fit)} of {n} ways fit")
+        return head, [plan_line(p) for p in sorted(fit, key=lambda p: p['step_s'])]
+
+    head, best = lines(width=width, layers=layers, gpu=gpu, gpus=gpus, tokens=tokens, micro=micro)
+    static = [head + '; the fastest:', *best[:3]]
+    controls = _controls(lambda w: {
+        'width': w.Dropdown(options=[1024, 2048, 4096, 5120, 8192, 12288, 16384], value=width, description='width'),
+        'layers': w.IntSlider(value=layers, min=4, max=128, step=4, description='blocks'),
+        'gpu': w.Dropdown(options=list(DATASHEET), value=gpu, description='GPU'),
+        'gpus': w.Dropdown(options=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512], value=gpus, description='GPUs'),
+        'log2_tokens': w.IntSlider(value=round(math.log2(tokens)), min=10, max=24, description='tokens a step: 2^n, n ='),
+        'micro': w.IntSlider(value=micro, min=1, max=64, description='micro-batches')})
+
+    def compute(width, layers, gpu, gpus, log2_tokens, micro):
+        head, best = lines(width=width, layers=layers, gpu=gpu, gpus=gpus, tokens=2 ** log2_tokens, micro=micro)
+        fit, _ = plans(width, layers, gpu, gpus, 2 ** log2_tokens, micro)
+        rows = ''.join(f'<div><code>{html.escape(line)}</code></div>' for line in best[:5])
+        fastest = min((p['step_s'] for p in fit), default=float('nan'))
+        return (f'<div>{html.escape(head)}{"; the fastest:" if best else ": none; more GPUs, or fewer blocks"}</div>'
+                + rows + _value('fastest_step_s', f'fastest step {_time(fastest) if best else "-"}', fastest))
+    return Calculator('Splitting a GPT over GPUs (lesson 14)', controls, compute, static)

@@ -219,6 +219,16 @@ def test_allreduce_calculator_at_its_defaults_is_lesson_12s_ring_model():
     assert calc.allreduce_time(**settings)["bus_gb_s"].value == pytest.approx(bus["H200"], rel=5e-3)
 
 
+def test_parallel_calculator_at_its_defaults_is_lesson_14s_larger_example():
+    """Its static table is what lesson 14 printed for 64 H100s, line for line, from the lesson's
+    own parallel_plans (the calculator adds only the sliders)."""
+    text = cell_printing("14", r"64 H100s: \d+ of \d+ ways fit")
+    printed = [line.strip() for line in text[text.index("width 8192, 80 blocks"):].splitlines()[:4]]
+    assert calc.parallel_calculator().static == printed
+    assert defaults(calc.parallel_calculator) == {
+        "width": 8192, "layers": 80, "gpu": "H100", "gpus": 64, "tokens": 2**20, "micro": 16}
+
+
 def test_each_widget_opens_at_its_defaults_and_shows_their_numbers():
     """The sliders start at the calculator's defaults, and the numbers shown are the model's there
     (which the tests above compare with the lessons)."""
@@ -241,6 +251,12 @@ def test_each_widget_opens_at_its_defaults_and_shows_their_numbers():
     assert memory.controls["batch"].value == d["batch"] and memory.controls["card"].value == card
     assert shown(memory)["largest_batch"] == calc.largest_batch(calc.CARDS[card], **{**d, "batch": 1})
     assert shown(memory)["total_gib"] == sum(calc.training_memory_per_gpu(**d).values()) / GiB
+    splits = calc.parallel_calculator()
+    d = defaults(calc.parallel_calculator)
+    assert 2 ** splits.controls["log2_tokens"].value == d["tokens"] and splits.controls["gpus"].value == d["gpus"]
+    from d2l_utils.lessons import parallel_plans
+    fit = [p for p in parallel_plans(**{**d, "value_bytes": 2}) if p["fits"]]
+    assert shown(splits)["fastest_step_s"] == min(p["step_s"] for p in fit)
 
 
 def test_the_calculators_read_the_datasheet_table():
@@ -257,6 +273,8 @@ def test_the_calculators_read_the_datasheet_table():
     (lambda: calc.training_memory_per_gpu(shape=(100, 30, 2, 4)), "must be a multiple of the heads"),
     (lambda: calc.matmul_roofline(measured_ms=0.001), "faster than the roofline allows"),
     (lambda: calc.allreduce_time(gpus=1), "needs at least 2"),
+    (lambda: calc.parallel_calculator(gpu="V100"), "gpu must be one of"),
+    (lambda: calc.parallel_calculator(gpus=0), "gpus must be >= 1"),
 ])
 def test_bad_settings_get_a_clear_message(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -283,7 +301,8 @@ def test_a_model_that_needs_more_gpus_than_offered_says_how_many():
 
 
 def test_the_static_table_is_text_for_nbval_and_github():
-    for make in (calc.copy_calculator, calc.memory_calculator, calc.roofline_calculator, calc.allreduce_calculator):
+    for make in (calc.copy_calculator, calc.memory_calculator, calc.roofline_calculator, calc.allreduce_calculator,
+                 calc.parallel_calculator):
         bundle = make()._repr_mimebundle_()
         assert bundle["text/plain"].splitlines()[0].endswith("(static: a few settings; run the cell for the sliders)")
         assert 4 <= len(bundle["text/plain"].splitlines()) <= 12
@@ -300,10 +319,11 @@ def test_checkpointing_keeps_block_inputs_and_one_block():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_four_lessons_show_their_calculator(path):
-    """Lessons 3, 8, 10 and 12 show theirs, with the lesson's own numbers checked in the cell."""
+def test_five_lessons_show_their_calculator(path):
+    """Lessons 3, 8, 10, 12 and 14 show theirs, with the lesson's own numbers checked in the cell."""
     wanted = {"03": ["copy_calculator"], "08": ["memory_calculator"], "10": ["roofline_calculator"],
-              "12": ["memory_calculator", "allreduce_calculator"]}.get(path.name[:2], [])
+              "12": ["memory_calculator", "allreduce_calculator"],
+              "14": ["parallel_calculator"]}.get(path.name[:2], [])
     nb = json.loads(path.read_text(encoding="utf-8"))
     for name in wanted:
         cells = [c for c in nb["cells"] if c["cell_type"] == "code" and f"calculators.{name}(" in source(c)]

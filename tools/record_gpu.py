@@ -24,7 +24,7 @@ whatever the call did not do waits for a later session (``--resume``). The plan 
 call on an H100 (``--plan``, from the estimates below; nothing has been timed on a GPU yet):
 
     start 5 s, preflight 30 s, lessons 01-11 and 13 (389 s; lesson 12 is skipped: its one
-    GPU-only cell needs 2 GPUs; so is lesson 14, which has none yet), measure_gpu 60 s:
+    GPU-only cell needs 2 GPUs; so is lesson 14, whose two need 2 GPUs), measure_gpu 60 s:
     about 484 s of the 570, 86 s spare.
     The suite (about 460 s) fits in no call after the lessons: a later session runs it.
 
@@ -179,7 +179,7 @@ GPU_ALLOWANCE_S = {
     "12": (3, "its one GPU-only cell needs 2 GPUs: on one GPU the lesson is skipped"),
     "13": (95, "two cold compiles (torch.compile of the blocks, then with CUDA graphs: 30-45 s "
                "each) and eight GPU versions of the training job, a profile (90-120 s in all)"),
-    "14": (0, "no GPU-only cell yet: on one GPU the lesson is skipped"),
+    "14": (0, "its two GPU-only cells need 2 GPUs: on one GPU the lesson is skipped"),
 }
 DEFAULT_ALLOWANCE_S = 60        # a lesson not in the table above
 PREFLIGHT_S = 30                # torch and Inductor start, one Triton compile (cold), cc builds its stub
