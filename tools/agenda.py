@@ -3,10 +3,14 @@
 teaching/kit/workshop.md teaches each lesson by its teacher's page's "## 45 minutes" plan,
 less the rows that the agenda's cut table (§ "What each lecture cuts") names. The Slides
 column of each lesson's row in the day tables says which slides to show, which to skip
-and where to pause; this tool computes it from the plan and the deck, never by hand:
+and where to pause; this tool computes it from the plan and the deck, never by hand. Its
+check also reads each day's times: a day's sessions between two breaks (or lunch) may last
+MAX_STRETCH minutes at most.
 
     python tools/agenda.py            # rewrite the Slides columns of workshop.md
-    python tools/agenda.py --check    # exit 1 and name the rows that are out of step
+    python tools/agenda.py --check    # exit 1 and name the rows that are out of step, and
+                                      # every stretch of a day longer than MAX_STRETCH minutes
+                                      # without a break or lunch
 
 How a plan row maps to slides: the row names sections (§ "...", in its Part or its What to
 do); "Opening" is the lesson's title and what comes before its first section; § "A" to
@@ -32,6 +36,8 @@ WORKSHOP = ROOT / "teaching" / "kit" / "workshop.md"
 NAMED = re.compile(r'§ "([^"]+)"')
 OPENING = "Opening"
 CHANGE_OVER = 5          # minutes a lesson's slot keeps beyond its plan: laptops, questions, the next deck
+MAX_STRETCH = 90         # minutes of sessions in a row, at most, before a break or lunch
+PAUSES = ("Break", "Lunch")
 
 
 def norm(text):
@@ -198,11 +204,53 @@ def rewrite(text, root=ROOT):
     return "\n".join(lines)
 
 
+def _minutes(hhmm):
+    hours, minutes = hhmm.split(":")
+    return 60 * int(hours) + int(minutes)
+
+
+def day_tables(text):
+    """{'## Day ...' heading: [(start, end, session)]}: the rows of every day's table."""
+    days, current = {}, None
+    for line in text.split("\n"):
+        if line.startswith("## Day"):
+            current = days.setdefault(line, [])
+        elif line.startswith("## "):
+            current = None
+        elif current is not None and (m := re.match(r"\| (\d\d:\d\d)–(\d\d:\d\d) \| ([^|]*)\|", line)):
+            current.append((m[1], m[2], m[3].strip()))
+    return days
+
+
+def stretches(text):
+    """[(day heading, start, end, minutes)]: every run of sessions between breaks and lunch."""
+    found = []
+    for day, rows in day_tables(text).items():
+        start = end = None
+        for first, last, session in rows + [(None, None, PAUSES[0])]:
+            if session.startswith(PAUSES):
+                if start is not None:
+                    found.append((day, start, end, _minutes(end) - _minutes(start)))
+                start = None
+            else:
+                start, end = start or first, last
+    return found
+
+
+def stretch_problems(text):
+    """A line for every stretch of a day longer than MAX_STRETCH minutes without a break."""
+    return [f"{day[3:]}: {start}–{end} is {minutes} minutes without a break or lunch "
+            f"(at most {MAX_STRETCH})" for day, start, end, minutes in stretches(text) if minutes > MAX_STRETCH]
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     text = WORKSHOP.read_text(encoding="utf-8")
     new = rewrite(text)
     if "--check" in argv:
+        long = stretch_problems(text)
+        for line in long:
+            print(line)
         if new != text:
             old = [l for l in text.split("\n") if LESSON_ROW.match(l)]
             fresh = [l for l in new.split("\n") if LESSON_ROW.match(l)]
@@ -211,7 +259,9 @@ def main(argv=None):
                     print(f"out of step:\n  {have}\n  {want}")
             print("run: python tools/agenda.py")
             return 1
-        print("workshop.md's slide lists are current")
+        if long:
+            return 1
+        print(f"workshop.md's slide lists are current, and no stretch runs past {MAX_STRETCH} minutes")
         return 0
     if new != text:
         WORKSHOP.write_text(new, encoding="utf-8")
