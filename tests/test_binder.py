@@ -21,10 +21,11 @@ from packaging.version import Version
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BINDER = ROOT / "binder"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# Packages of the root environment that Binder does not need: the test tools, and the
-# Jupyter server and kernel, which repo2docker's own environment already provides.
+# Packages of the root environment that Binder does not need: the test tools, the teacher's
+# autograder (otter-grader), and the Jupyter server and kernel, which repo2docker's own
+# environment already provides.
 NOT_ON_BINDER = {"pytest", "pytest-xdist", "nbval", "playwright", "psutil", "nbformat", "nbclient",
-                 "jupyterlab", "ipykernel"}
+                 "jupyterlab", "ipykernel", "otter-grader"}
 
 
 def _requirements(path):

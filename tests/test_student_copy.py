@@ -54,8 +54,9 @@ def test_no_solution_and_no_output_survives(copy, path):
         return re.sub(r"\n{3,}", "\n\n", "\n".join(l for l in text.split("\n") if "colab-badge.svg" not in l))
     kept = [(c["id"], source(c) if student_copy.is_setup(c) else unbadged(source(c)))
             for c in cells(path) if not student_copy.is_solution(c)]
-    assert [c["id"] for c in nb["cells"]] == [cid for cid, _ in kept], "the same cells, in order"
-    for (cid, text), cell in zip(kept, nb["cells"]):
+    lesson_cells = [c for c in nb["cells"] if not student_copy.is_starter(c)]
+    assert [c["id"] for c in lesson_cells] == [cid for cid, _ in kept], "the same cells, in order, and the starters"
+    for (cid, text), cell in zip(kept, lesson_cells):
         if student_copy.is_setup(cell):
             assert "d2l-utils.zip" in source(cell) and "git+" not in source(cell), f"{path.name}: setup cell"
         else:
@@ -72,6 +73,9 @@ def test_the_copy_has_what_students_need_and_not_the_answers(copy):
     for name in ("teaching", "tests", "tools", "CONTRIBUTING.md", "binder/README.md"):
         assert not (copy / name).exists(), name
     assert (copy / "README.md").read_text().startswith("> **The students' copy.**")
+    for name in ("requirements.txt", "requirements-cpu.txt", "binder/requirements.txt"):
+        text = (copy / name).read_text()
+        assert not any(t in text for t in student_copy.TEACHER_ONLY) and "autograde" not in text, name
     css = sorted(p.name for p in (ROOT / "notebooks").glob("*.css"))
     assert "rise.css" in css and css == sorted(p.name for p in (copy / "notebooks").glob("*.css"))
 
@@ -112,11 +116,74 @@ def test_no_cell_students_keep_needs_a_solution(path):
             only_in_solutions -= bound
 
 
-@slow("executes two lessons of the students' copy: about 25 s")
-@pytest.mark.parametrize("name", ["02_tensors_on_devices.ipynb", "03_copies_between_devices.ipynb"])
+# --- the starters: a prediction cell and a skeleton where each solution was ---------------------
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_exercise_gets_a_starter_where_its_solution_was(copy, path):
+    nb = json.loads((copy / "notebooks" / path.name).read_text())
+    lesson = int(path.name[:2])
+    solved = [student_copy.solution_number(c) for c in cells(path) if student_copy.solution_number(c) is not None]
+    first = list(dict.fromkeys(solved))                  # each exercise once, where its first solution was
+    starters = [c for c in nb["cells"] if student_copy.is_starter(c)]
+    assert [c["id"] for c in starters] == [f"starter-{lesson:02d}-{n}-{part}" for n in first
+                                           for part in ("prediction", "code")]
+    teacher = [c["id"] for c in cells(path)]
+    for k, n in enumerate(first):
+        prediction, code = starters[2 * k], starters[2 * k + 1]
+        assert prediction["cell_type"] == "markdown" and "Prediction: " + student_copy.PLACEHOLDER in source(prediction)
+        assert code["cell_type"] == "code" and not code["outputs"]
+        assert prediction["metadata"]["slideshow"]["slide_type"] == "skip"
+        # in the solution's place: after the cell that came before it in the teacher's lesson
+        where = next(i for i, c in enumerate(cells(path)) if student_copy.solution_number(c) == n)
+        at = [c["id"] for c in nb["cells"]].index(prediction["id"])
+        assert nb["cells"][at - 1]["id"] in teacher[:where] + [s["id"] for s in starters]
+        compile(source(code), f"{path.name} starter {n}", "exec")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_skeletons_names_break_no_later_cell(copy, path):
+    """A skeleton sets its result names to None and makes its setup's names: no later cell of the
+    lesson may read one of them before binding it (the depth runs after the starters), and none is
+    a name the lesson bound before (they would shadow the lesson's objects)."""
+    nb = json.loads((copy / "notebooks" / path.name).read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for i, cell in enumerate(code):
+        if not student_copy.is_starter(cell):
+            continue
+        nones = set(re.findall(r"^(\w+) = None\b", source(cell), re.M))
+        lesson_before = set().union(*(set().union(*student_copy._bound(student_copy._parse(source(c))))
+                                      for c in code[:i] if not student_copy.is_starter(c)))
+        assert not nones & lesson_before, f"{cell['id']} sets the lesson's {nones & lesson_before} to None"
+        pending = nones
+        for later in code[i + 1:]:
+            if student_copy.is_starter(later):
+                continue
+            bound, read = _names(student_copy._parse(source(later)))
+            assert not (read - bound) & pending, f"{later['id']} reads {(read - bound) & pending}, which {cell['id']} sets"
+            pending -= bound
+
+
+def test_a_skeleton_checks_what_the_solution_asserts():
+    """The skeleton's names are those the solution's asserts read, and the checks are its asserts."""
+    code = ("import math\nx = 2\nfor k in (1, 2):\n    predicted = k * x\n    assert predicted > 0\n"
+            "if flag:\n    y = math.sqrt(x)\n    assert y < x, 'smaller'\ndef f():\n    assert False\n")
+    checks = student_copy.solution_checks(code)
+    assert checks == [("assert predicted > 0", ["predicted"]),
+                      ("if flag:\n    assert y < x, 'smaller'", ["x", "y"])]
+    assert student_copy.result_names(checks, lesson_names={"x"}) == ["predicted", "y"]
+    cells_ = student_copy.starter_cells(3, 2, checks, {"x"})
+    assert cells_[1]["source"].splitlines()[-2:] == ["predicted = None", "y = None"]
+
+
+@slow("executes two lessons of the students' copy, and every starter again after Run all: about 30 s")
+@pytest.mark.parametrize("name", ["04_synchronization.ipynb", "13_make_a_training_job_fast.ipynb"])
 def test_a_students_lesson_runs_top_to_bottom(copy, name):
+    """Two lessons no lab uses (tests/test_autograde.py runs the labs' lessons of the copy the same
+    way): top to bottom, then every starter again, as a student runs one after "Run all"."""
     from nbclient import NotebookClient
     nb = nbformat.read(copy / "notebooks" / name, as_version=4)
+    starters = [c.source for c in nb.cells if c.cell_type == "code" and student_copy.is_starter(c)]
+    nb.cells.append(nbformat.v4.new_code_cell(f"for _src in {starters!r}:\n    exec(_src, globals())"))
     NotebookClient(nb, timeout=240, kernel_name="python3",
                    resources={"metadata": {"path": str(copy / "notebooks")}}).execute()
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip())

@@ -30,8 +30,17 @@ binder/ (without binder/README.md, which is about the teacher's tests). Its READ
 written here: how to open the lessons on a laptop, on Binder and on Colab, and how to run the
 setup check; it names only files the copy has. The teacher's guide, the tests, the tools and
 CONTRIBUTING.md stay out: the guide has the answers.
+
+Every exercise gets a starter where its solution was: a markdown cell for the prediction
+("Prediction: ...", which the rubric asks for before the measurement) and a code cell, the
+measurement's skeleton. The skeleton makes what it needs itself (``SETUP``: the lesson's
+objects made again, under names of their own where a later cell rebinds the lesson's), so
+that it also runs after "Run all", and names the results the solution's own asserts check,
+set to None: `tools/autograde.py` runs those asserts (``solution_checks``) on a submitted
+notebook, right after the exercise's cells.
 """
 import argparse
+import ast
 import json
 import pathlib
 import re
@@ -43,18 +52,53 @@ import zipfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 KEEP = ["pyproject.toml", "requirements.txt", "requirements-cpu.txt", "GLOSSARY.md",
         "d2l_utils", "measurements", "binder"]
+TEACHER_ONLY = ["otter-grader"]            # requirements the copy's files leave out: tools/autograde.py's
 LEAVE_OUT = ["binder/README.md"]           # it explains the teacher's CI test of the Binder install
 HELPERS_ZIP = "d2l-utils.zip"               # the helpers' source, for Colab without a published copy
 BADGE = re.compile(r"\n*\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)\n*")
 NO_REPO_SETUP = (
     "# Setup. On Colab, install the course's helpers from d2l-utils.zip, which is in your copy of the\n"
     "# course: upload it first (the Files panel on the left, Upload). --no-deps keeps Colab's own PyTorch.\n"
-    "# Anywhere else they are already installed, and this cell does nothing.\n"
+    "# Anywhere else they are already installed.\n"
     "import sys, pathlib\n"
     "if 'google.colab' in sys.modules:\n"
     "    assert pathlib.Path('d2l-utils.zip').exists(), 'upload d2l-utils.zip first (Files panel, Upload)'\n"
     "    %pip install -q --no-deps d2l-utils.zip")
 NO_REPO_COLAB = "COLAB = 'Colab (File > Upload notebook, then upload d2l-utils.zip beside it): notebooks/'"
+
+
+PLACEHOLDER = ("*Write it here, before you run the cell below: what you expect, with its numbers, "
+               "and why.*")
+STARTER_TAG = "starter"                     # the starters' cells carry it (metadata.tags)
+# What a skeleton makes again before the student's code, where the exercise needs a name that
+# a later cell of the lesson rebinds (so that the cell also runs after "Run all"):
+# {(lesson, exercise): code}.
+SETUP = {
+    **{(4, n): "device = d2l.try_gpu()                 # the lesson's device" for n in (1, 2, 3)},
+    (7, 2): ("# By the end of this notebook `model` is a DDP wrapper and X, y other data: make your own.\n"
+             "my_model, my_data = script['make_model'](), script['make_data']()\n"
+             "X_first, y_first = my_data[batch]      # the first step's 32 samples (indices: batch)"),
+    **{(8, n): ("d, depth, N = 64, 6, 256                # the lesson's model sizes and batch, made again\n"
+                "torch.manual_seed(0)\n"
+                "x, y = torch.randn(N, d), torch.randn(N, d)") for n in (1, 4, 5)},
+    (9, 3): ("torch.manual_seed(0)                    # the layer and input of the float16 section, made again\n"
+             "layer, x = nn.Linear(8, 8), torch.randn(4, 8)"),
+    (11, 2): ("torch.manual_seed(0)                    # chain's input, made again\n"
+              "x = torch.randn(1000)"),
+}
+# Checks of what a lab's solution prints but does not assert: {(lesson, exercise): [(assert
+# statement, the names it reads, which the skeleton sets to None)]}. Empty: every lab item's
+# solution now binds its result and asserts it.
+EXTRA_CHECKS = {}
+
+
+# What the skeleton says of a name it sets to None, where its form is not plain: {(lesson, name): comment}.
+HINTS = {
+    (2, "leaf_after"): "{'cpu': w.is_leaf after .to('cpu'), 'float64': w.is_leaf after .to(torch.float64)}",
+    (5, "refused"): "True if torch.load(..., weights_only=True) refused the file",
+    (5, "loaded_config"): "the Config object, loaded inside safe_globals",
+    (6, "equal"): "{True: gathered output equal to one device's in training mode?, False: in evaluation mode?}",
+}
 
 
 def source(cell):
@@ -66,7 +110,134 @@ def is_solution(cell):
 
 
 def is_setup(cell):
-    return cell["cell_type"] == "code" and source(cell).lstrip().startswith("# Setup.")
+    """The Colab setup cell: its comment "# Setup. ..." opens it, after comment lines such as
+    `# NBVAL_IGNORE_OUTPUT`."""
+    if cell["cell_type"] != "code":
+        return False
+    for line in source(cell).lstrip().splitlines():
+        if line.startswith("# Setup."):
+            return True
+        if not line.startswith("#"):
+            return False
+    return False
+
+
+def no_repo_setup(text):
+    """The setup cell ``text`` installing the helpers from d2l-utils.zip: its lines before
+    "# Setup." and after the `%pip install` line stay (the lesson's own, such as `this_run()`)."""
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("# Setup."))
+    pip = next((i for i, l in enumerate(lines) if l.lstrip().startswith("%pip install")), len(lines) - 1)
+    return "\n".join(lines[:start] + NO_REPO_SETUP.splitlines() + lines[pip + 1:])
+
+
+def solution_number(cell):
+    """N of a solution cell (`#@title Solution N` or `#@title Solution N, run`), else None."""
+    m = re.match(r"\s*#@title Solution (\d+)\b", source(cell)) if cell["cell_type"] == "code" else None
+    return int(m[1]) if m else None
+
+
+def _parse(code):
+    """The cell's code as a tree, IPython's % and ! lines made `pass`."""
+    return ast.parse("\n".join(l[:len(l) - len(l.lstrip())] + "pass" if l.lstrip().startswith(("%", "!")) else l
+                               for l in code.splitlines()))
+
+
+def _bound(tree):
+    """(names the code binds outside functions and comprehensions, except imports and loop
+    variables; the loop variables; the imported names)."""
+    names, loops, imports = set(), set(), set()
+    def visit(node, inside):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.update((a.asname or a.name).split(".")[0] for a in node.names)
+        if isinstance(node, ast.For):
+            loops.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+    visit(tree, False)
+    return names - loops - imports, loops, imports
+
+
+def solution_checks(code):
+    """The asserts of a solution's code, each as a check: (source, the names it reads that the
+    solution computes). An assert under an `if` keeps its condition; one in a loop is checked
+    with the loop's last values; asserts inside functions are left out."""
+    tree = _parse(code)
+    computed, loops, _ = _bound(tree)
+    checks = []
+    def visit(stmts, guards):
+        for node in stmts:
+            if isinstance(node, ast.Assert):
+                stmt = node
+                for guard in reversed(guards):
+                    stmt = ast.If(test=guard, body=[stmt], orelse=[])
+                text = ast.unparse(ast.fix_missing_locations(stmt))
+                read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                checks.append((text, sorted(read & computed)))
+            elif isinstance(node, ast.If):
+                visit(node.body, guards + [node.test])
+                visit(node.orelse, guards + [ast.UnaryOp(op=ast.Not(), operand=node.test)])
+            elif isinstance(node, (ast.For, ast.While, ast.With, ast.Try)):
+                visit(node.body, guards)
+                visit(getattr(node, "orelse", []), guards)
+                visit(getattr(node, "finalbody", []), guards)
+    visit(tree.body, [])
+    return checks
+
+
+def lesson_number(path_or_name):
+    return int(pathlib.Path(path_or_name).name[:2])
+
+
+def exercise_checks(nb, lesson, extra=True):
+    """{exercise: [(check source, names)]} from a teacher's lesson (notebook JSON): its
+    solutions' asserts, and (``extra``) EXTRA_CHECKS."""
+    found = {}
+    for cell in nb["cells"]:
+        n = solution_number(cell)
+        if n is not None:
+            found.setdefault(n, []).extend(solution_checks(source(cell)))
+    for (les, n), more in EXTRA_CHECKS.items():
+        if extra and les == lesson and n in found:
+            found[n].extend(more)
+    return found
+
+
+def result_names(checks, lesson_names=()):
+    """The names a skeleton sets to None: every name a check reads that the solution computes,
+    except the lesson's own (``lesson_names``: bound by the cells before, which later cells may read)."""
+    return sorted({name for _, names in checks for name in names} - set(lesson_names))
+
+
+def starter_cells(lesson, n, checks, lesson_names=()):
+    """Exercise ``n``'s starter: a markdown cell for the prediction and a code cell, the skeleton."""
+    meta = {"slideshow": {"slide_type": "skip"}, "tags": [STARTER_TAG]}
+    prediction = {"cell_type": "markdown", "id": f"starter-{lesson:02d}-{n}-prediction", "metadata": meta,
+                  "source": f"**Exercise {n}.** Prediction: {PLACEHOLDER}"}
+    lines = [f"# Exercise {n}: your measurement. It must run again after \"Run all\" too, when later cells",
+             "# have changed the lesson's names: make what you need here, under names of your own."]
+    if (lesson, n) in SETUP:
+        lines.append(SETUP[lesson, n])
+    names = result_names(checks, lesson_names)
+    if names:
+        lines.append("# Leave your results in these names (None until you compute them): the teacher's checks read them.")
+        lines += [f"{name} = None" + (f"   # {HINTS[lesson, name]}" if (lesson, name) in HINTS else "")
+                  for name in names]
+    lines.append("")
+    code = {"cell_type": "code", "id": f"starter-{lesson:02d}-{n}-code", "metadata": json.loads(json.dumps(meta)),
+            "execution_count": None, "outputs": [], "source": "\n".join(lines)}
+    return [prediction, code]
+
+
+def is_starter(cell):
+    return STARTER_TAG in cell.get("metadata", {}).get("tags", [])
 
 
 def teacher_repo(root=ROOT):
@@ -85,18 +256,29 @@ def student_notebook(nb, teacher=None, repo=None):
     pointing at the copy's repository ``repo``, or, without one, no Colab badge and a setup
     cell that installs the helpers from the copy's d2l-utils.zip."""
     nb = json.loads(json.dumps(nb))                 # a copy
-    nb["cells"] = [c for c in nb["cells"] if not is_solution(c)]
+    lesson = int(_title(nb)[0])
+    checks, cells, started, before = exercise_checks(nb, lesson), [], set(), set()
+    for cell in nb["cells"]:
+        n = solution_number(cell)
+        if n is None:
+            cells.append(cell)
+            if cell["cell_type"] == "code":
+                before |= set().union(*_bound(_parse(source(cell))))
+        elif n not in started:                      # the exercise's first solution cell: its starter
+            started.add(n)
+            cells += starter_cells(lesson, n, checks.get(n, []), before)
+    nb["cells"] = cells
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
             cell["metadata"].pop("execution", None)
-        if teacher is None:
+        if teacher is None or is_starter(cell):
             continue
         text = source(cell)
         if repo:
             text = retarget(text, teacher, repo)
         elif is_setup(cell):
-            text = NO_REPO_SETUP
+            text = no_repo_setup(text)
         elif cell["cell_type"] == "markdown":
             text = BADGE.sub("\n\n", text).strip("\n")
             text = text.replace(f"https://github.com/{teacher}/blob/main/GLOSSARY.md", "../GLOSSARY.md")
@@ -253,6 +435,9 @@ def build(outdir, root=ROOT, repo=None):
             new = re.sub(r"\[project\.urls\]\n+(?=\[)", "", new)
         if file.name.startswith("requirements"):               # the copy has no CONTRIBUTING.md
             new = new.replace(" (see CONTRIBUTING.md)", "")
+            # nor the teacher's autograder: its library (and the JupyterLab extensions it brings) stays out
+            new = re.sub(rf"^#[^\n]*autograde[^\n]*\n(?=(?:{'|'.join(TEACHER_ONLY)})==)", "", new, flags=re.M)
+            new = re.sub(rf"^(?:{'|'.join(TEACHER_ONLY)})==.*\n", "", new, flags=re.M)
         if file.name == "pyproject.toml":                      # the copy has no tests to configure
             new = re.sub(r"\[tool\.pytest\.ini_options\]\n(?:(?!\[).*\n?)*", "", new).rstrip("\n") + "\n"
         if new != text:
