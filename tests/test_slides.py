@@ -22,6 +22,10 @@ then 12 pt or more on the slide). A screenshot of each lesson's title slide, its
 in test-artifacts/ (COURSE_SLIDE_SHOTS=all: every slide). Without chromium or playwright it
 skips; in CI (COURSE_CI=1) that is a failure.
 
+tests/test_slide_overflow.py measures every slide of every deck for overflow in one page
+load a deck (faster; no fragments, numbers or type sizes), and tests/test_workshop_decks.py
+the workshop's two decks.
+
 Every lesson costs about 5-15 s in the browser, and JupyterLab and Chromium take more to
 start, so the walk is a slow check: CI (COURSE_CI=1) and COURSE_SLOW=1 walk every lesson
 (`-k 01_devices` walks one), and the README's test command, which must stay inside the
@@ -193,6 +197,42 @@ def test_the_rules_on_a_made_up_lesson():
     finally:
         del slides.OVERRIDES["c03"]
     assert slides.lesson_css(_lesson(("code", "x = 1"))) is None
+
+
+def test_a_lead_in_whose_code_is_off_the_slides_goes_to_the_notes():
+    """A lead-in that would introduce a cell the room never sees is said, not shown; one
+    before a helper stays (the idea it states is on the slide), and one whose code cell is
+    off the slides but followed by another shown code cell is shown with that cell."""
+    long_silent = "\n".join(f"y{i} = {i}" for i in range(12))                      # no output: skipped
+    nb = _lesson(("md", "## A section"),                                                # c02
+                 ("md", "The cell measures it (GPU only):"), ("code", long_silent),      # c03, c04
+                 ("md", "A helper: it states the idea."), ("code", "#@save\ndef f():\n    pass"),  # c05, c06
+                 ("md", "The cells count it:"), ("code", "z = 1", [], ["slide-notes"]),  # c07, c08
+                 ("code", "print(z)", _printed("1\n")),                                 # c09
+                 ("md", "## Next"))                                                       # c10
+    found = slides.roles(nb)
+    assert found["c03"] == ("notes", "its code is off the slides")
+    assert found["c05"][0] == "lead" and found["c07"][0] == "lead"
+    types = slides.slide_types(nb)
+    assert types["c03"] == "notes" and types["c07"] != "notes" and types["c09"] == "-"   # c09 with its lead-in
+    assert [s["cells"] for s in slides.deck(nb, types)][1] == ["c02", "c05", "c07", "c09"]
+
+
+def test_the_report_names_slides_the_room_cannot_read():
+    """--report: an output alone on a slide without a word, a long block, table rows that wrap."""
+    gpu_out = _printed("[This cell needs a CUDA GPU; none here.]\n")
+    nb = _lesson(("md", "## A section"), ("code", "print(1)", _printed("1\n")),                # c02, c03
+                 ("code", GPU_CELL, gpu_out),                                                   # c04
+                 ("md", "## Long"), ("code", "print(2)", _printed("x\n" * 20)),                # c05, c06
+                 ("md", "## Wide"), ("code", "print(3)", _printed(("w" * 120 + "\n") * 2)))    # c07, c08
+    types = slides.slide_types(nb)
+    for cell in nb.cells:
+        cell.metadata["slideshow"] = {"slide_type": types[cell.id]}
+    problems = slides.block_problems(nb)
+    assert any("c06 prints 20 lines" in p for p in problems)
+    assert any("2 lines of c08's output are wider than a slide" in p for p in problems)
+    alone = [s for s in slides.deck(nb) if s["cells"][0] == "c04"]
+    assert bool(alone) == any("starts with c04's output" in p for p in problems)
 
 
 def test_notes_are_short_and_no_test_marker_is_projected():

@@ -4,7 +4,9 @@
     python tools/slides.py notebooks/01_devices.ipynb
     python tools/slides.py --check         # exit 1 if a lesson's slides differ from ours
     python tools/slides.py --report        # each lesson's slides: numbers, titles, heights,
-                                           # what went to the notes and why
+                                           # what went to the notes and why, and what the
+                                           # room cannot read (an output without a word,
+                                           # long blocks, table rows that wrap)
     python tools/slides.py --sections notebooks/03_copies_between_devices.ipynb
                                            # each section's slide numbers (for the teacher's kit)
 
@@ -34,7 +36,11 @@ look at. So the types follow from rules, in this order (the first that applies):
    slide.)
 5. Prose without a heading: a short lead-in (at most LEAD_CHARS characters as read, a sentence
    or two) is shown with the code it introduces; longer prose is what the speaker says,
-   so it becomes speaker notes.
+   so it becomes speaker notes, and so does a lead-in whose code cell the rules leave off
+   the slides (too tall with its code, or long code without output) when no shown code
+   cell follows those: it would introduce a cell the room never sees. One before a
+   helper or a check stays, and one whose next shown code cell comes after such cells is
+   shown with that cell.
 6. Code the room need not read is left out (the speaker notes are for what to say, not
    code): a helper (`#@save`: the slide shows where it is used), a cell that only checks
    (asserts, no output), a cell that defines a drawing function, and a cell of more than
@@ -66,7 +72,9 @@ live run prints more than the stored output).
 Whether a cell fits is estimated from its source and stored outputs (lines, wrapped
 paragraphs, image sizes) with the sizes that JupyterLab's RISE draws at 1280x720 with
 notebooks/rise.css, measured in Chromium; tests/test_slides.py opens every lesson as a
-slideshow in a real browser and checks that no slide overflows the screen. The script
+slideshow in a real browser and checks that no slide overflows the screen, and
+tests/test_slide_overflow.py measures every slide of every deck in one page load a deck
+(MEASURE_ALL, below; tools/workshop_decks.py uses it too). The script
 changes metadata only (cell slide types, the notebook's `rise` settings), never sources or
 outputs, writes with nbformat (cell ids kept), and writes `<lesson>.css` beside the lesson
 (removing one it wrote before when no cell needs it). It is deterministic and idempotent:
@@ -387,10 +395,29 @@ def roles(nb):
         found[cid] = role
         code_seen += kind == "code"
         solutions_seen = solutions_seen or is_solution(cell)
+    cells = nb["cells"]
+    for i, cell in enumerate(cells[:-1]):         # a lead-in introduces the code after it
+        if found[cell["id"]][0] != "lead" or cells[i + 1]["cell_type"] != "code" \
+                or found[cells[i + 1]["id"]][1] not in OFF_THE_SLIDES:
+            continue
+        j = i + 1                                 # the code cells after it that are off the slides
+        while j < len(cells) and cells[j]["cell_type"] == "code" and found[cells[j]["id"]][0] in ("skip", "notes"):
+            j += 1
+        if j == len(cells) or cells[j]["cell_type"] != "code":   # and no shown code cell after them
+            found[cell["id"]] = "notes", "its code is off the slides"
     for cid, kind in OVERRIDES.items():
         if cid in found:
             found[cid] = kind, "OVERRIDES"
     return found
+
+
+# Why a code cell is off the slides, when its lead-in goes with it (rule 5): the lead-in would
+# introduce a cell the room never sees. A helper or a check is left out because the slides
+# show where it is used: the prose before it states the idea, and stays. So does the lead-in
+# of a cell whose output is too tall: that output is the point, and --report asks to shorten it.
+# A code cell its author tagged off the slides keeps its lead-in too: tag the prose as well
+# (slide-notes) to move it.
+OFF_THE_SLIDES = ("too tall for a slide", "long code, no output")
 
 
 def _code_role(cell, text):
@@ -446,8 +473,9 @@ def slide_types(nb):
             types[cid], used = "fragment", used + heights[cid]   # a short subsection: same slide
         elif role in ("slide", "subslide"):
             used = heights[cid] if i else math.inf    # the title slide holds the title alone
-        elif role == "code" and previous == "lead" and types.get(cells[i - 1]["id"]) != "notes":
+        elif role == "code" and previous == "lead":
             types[cid] = "-"                          # with its lead-in, which made room for it
+                                                      # (past code cells off the slides)
         elif role in ("lead", "code"):
             block = heights[cid]
             following = _next_shown(cells, shown, i)
@@ -638,6 +666,77 @@ def needs_run_all(nb, types=None):
     return found
 
 
+# --- every slide of a deck measured at once, in the browser ----------------------------
+# For a page that shows a lesson as a RISE slideshow (JupyterLab, /rise/...): every
+# (sub)slide is drawn in turn (reveal.js draws only the slides near the present one, so a
+# style shows them all, fragments included, for the measurement) and measured against the
+# screen. Returns {screen: [w, h], slides: [{number, id, height, width, cells, wide, tall,
+# beyond}]}: cells are the notebook positions of the cells a slide shows; wide, tall and
+# beyond those whose code, output, markdown table or code block scrolls sideways, scrolls
+# or is cut vertically, or whose table or image reaches past the slide's right edge (a
+# wrapped output's text may touch the edge: its trailing spaces hang there). One page load
+# per deck: tests/test_slide_overflow.py and tools/workshop_decks.py use it.
+MEASURE_ALL = """async () => {
+  const style = document.createElement('style');
+  style.textContent = '.reveal .slides > section, .reveal .slides > section > section '
+    + '{ display: block !important; }';
+  document.head.appendChild(style);
+  const settled = e => new Promise(done => {       // a stylesheet or image loaded, or failed
+    e.addEventListener('load', done); e.addEventListener('error', done); setTimeout(done, 5000); });
+  // rise.css and the lesson's CSS (which hides the code of output-only cells) load after the
+  // deck is ready: measure once they apply
+  await Promise.all([...document.querySelectorAll('link[rel="stylesheet"]')]
+                    .map(l => l.sheet ? null : settled(l)));
+  await document.fonts.ready;
+  const images = [...document.querySelectorAll('.reveal .slides img')];
+  await Promise.all(images.map(i => i.complete ? null : settled(i)));
+  const drawn = () => [...document.querySelectorAll('.reveal .slides .jp-CodeCell')]
+      .every(c => c.querySelector('.cm-content, .jp-InputPlaceholder'));
+  for (let k = 0; k < 100 && !drawn(); k++) await new Promise(r => setTimeout(r, 50));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const screen = document.querySelector('.reveal .slides');
+  const visible = e => e.getClientRects().length > 0;
+  const index = e => +e.closest('.jp-Cell').dataset.windowedListIndex;
+  const sections = [...document.querySelectorAll('.reveal .slides > section > section')];
+  const slides = sections.map((sec, k) => {
+    const edge = sec.getBoundingClientRect().left + screen.offsetWidth;
+    const cells = [...sec.querySelectorAll('.jp-Cell')]
+        .filter(c => visible(c) && !c.closest('aside.notes') && !c.classList.contains('reveal-skip'));
+    const boxes = [...sec.querySelectorAll('.cm-scroller, .jp-OutputArea-output, '
+        + '.jp-RenderedMarkdown table, .jp-RenderedMarkdown pre')]
+        .filter(e => visible(e) && !e.closest('aside.notes') && !e.closest('.reveal-skip'));
+    const which = test => [...new Set(boxes.filter(test).map(index))];
+    return {number: k + 1, id: sec.id, height: sec.scrollHeight, width: sec.scrollWidth,
+            cells: cells.map(c => +c.dataset.windowedListIndex),
+            wide: which(e => e.scrollWidth > e.clientWidth + 1),
+            tall: which(e => e.scrollHeight > e.clientHeight + 1),
+            beyond: [...new Set([...sec.querySelectorAll('.jp-RenderedMarkdown table, .jp-OutputArea-output img')]
+                .filter(e => visible(e) && !e.closest('aside.notes') && !e.closest('.reveal-skip')
+                             && e.getBoundingClientRect().right > edge + 1).map(index))]};
+  });
+  style.remove();
+  return {screen: [screen.offsetWidth, screen.offsetHeight], slides: slides};
+}"""
+
+
+def overflows(measured, nb):
+    """What MEASURE_ALL found too big, as sentences: "slide N (id): ..." (cells by id)."""
+    width, height = measured["screen"]
+    name = lambda positions: ", ".join(nb["cells"][i]["id"] for i in positions)
+    problems = []
+    for s in measured["slides"]:
+        where = f"slide {s['number']} ({s['id']})"
+        if s["height"] > height or s["width"] > width:
+            problems.append(f"{where} is {s['width']}x{s['height']} px, more than the {width}x{height} "
+                            f"screen; its cells: {name(s['cells'])}")
+        for key, what in (("wide", "a code block, output or table scrolls sideways"),
+                          ("tall", "a code block, output or table is cut or scrolls vertically"),
+                          ("beyond", "a table or figure reaches past the slide's right edge")):
+            if s[key]:
+                problems.append(f"{where}: {what}: {name(s[key])}")
+    return problems
+
+
 def css_path(path):
     return pathlib.Path(path).with_suffix(".css")
 
@@ -750,12 +849,56 @@ def report(path, nb):
         if _heading_level(cell) and cell_height(cell) > BUDGET:
             print(f"  {cell.id} is too tall for a slide ({cell_height(cell):.0f} px est.): split it "
                   "(a cell of its own for each `## ` heading, prose in notes cells)")
+    for problem in block_problems(nb, found, types):
+        print(f"  {problem}")
     run_all = needs_run_all(nb, types)
     if run_all:
         print(f"  run all before presenting: {len(run_all)} shown cells need cells off the slides "
               f"(first: {run_all[0]})")
     for problem in figure_problems(nb):
         print(f"  {problem}")
+
+
+BLOCK_LINES = 15        # --report: a code block or text output longer than this is not read at a glance
+
+
+def block_problems(nb, found=None, types=None):
+    """What the room cannot read on a slide, for --report: a slide that shows an output with
+    neither its code nor a word before it, a text output or markdown code block of more than
+    BLOCK_LINES lines, and an output whose lines are wider than a slide (a table whose rows
+    all wrap). The fixes are the lesson's: a lead-in, a shorter output, narrower columns."""
+    found = found or roles(nb)
+    types = types or slide_types(nb)
+    problems, by_id = [], {c["id"]: c for c in nb["cells"]}
+    for slide in deck(nb, types):
+        first = by_id[slide["cells"][0]]
+        if first["cell_type"] == "code" and found[first["id"]][0] == "output" and not has_image(first):
+            problems.append(f"slide {slide['number']} starts with {first['id']}'s output, without its code "
+                            "or a word: give it a lead-in (a sentence before the cell), or tag it slide-skip")
+        for cid in slide["cells"]:
+            cell = by_id[cid]
+            if cell["cell_type"] == "markdown":
+                for kind, text in markdown_blocks(_source(cell)):
+                    lines = text.count("\n") + 1
+                    if kind == "code" and lines > BLOCK_LINES:
+                        problems.append(f"slide {slide['number']}: a code block of {lines} lines in {cid} "
+                                        f"(at most {BLOCK_LINES}): cut it, or split the cell")
+                continue
+            for output in _outputs(cell):
+                text = re.sub(r"\x1b\[[0-9;]*m", "", _text(output)).rstrip("\n")
+                html = output.get("data", {}).get("text/html", "")
+                if not text or "".join(html).startswith("<details>"):        # folded: its summary line
+                    continue
+                lines = text.split("\n")
+                if len(lines) > BLOCK_LINES:
+                    problems.append(f"slide {slide['number']}: {cid} prints {len(lines)} lines "
+                                    f"(at most {BLOCK_LINES} read at a glance): print less, or a summary")
+                wide = [line for line in lines if len(line) > CODE_CPL]
+                if len(wide) >= 2:
+                    problems.append(f"slide {slide['number']}: {len(wide)} lines of {cid}'s output are wider "
+                                    f"than a slide ({max(map(len, wide))} characters, {CODE_CPL} fit): "
+                                    "its table rows wrap; narrow the columns")
+    return problems
 
 
 def print_sections(path, nb):

@@ -228,7 +228,8 @@ def _cell(item):
     return f"{fmt(item['value'])} ({fmt(item['low'])}–{fmt(item['high'])})"
 
 
-LABEL_WIDTH = 38     # the table's first column; a longer label wraps above its values
+LABEL_WIDTH = 38     # the table's first column at least; a longer label wraps above its values
+LINE_WIDTH = 108     # the widest line of a table, which a slide's output block shows unwrapped
 TEXT_WIDTH = 22      # a text longer than this is listed under the table, not in it
 
 
@@ -261,8 +262,13 @@ def show_expected(cell_id, header=True):
             same = all(_cell(p) == cells[0] and p.get('unit') == item.get('unit') for p in per_gpu)
             rows.append((item, [cells[0]] if same else cells))
     if rows:
-        width = min(LABEL_WIDTH, max(len(i['label']) for i, _ in rows))
         col = max([len(g.key) for g in gpus] + [len(c) for _, cells in rows for c in cells if len(cells) > 1])
+        # The label column takes what a line of LINE_WIDTH leaves beside the values (a label that
+        # fits is not wrapped above its values), and at least LABEL_WIDTH.
+        longest = max(len(i['label']) for i, _ in rows)
+        values = (max(len(cells) for _, cells in rows) * (col + 2) + max(len(i.get('unit') or '') for i, _ in rows)
+                  + (len('  (shown, not judged)') if any(i.get('not_judged') for i, _ in rows) else 0))
+        width = min(longest, max(LABEL_WIDTH, LINE_WIDTH - 4 - values))
         if any(len(cells) > 1 for _, cells in rows):
             print('  ' + ' ' * width + '  ' + '  '.join(f'{g.key:<{col}}' for g in gpus).rstrip())
         for item, cells in rows:

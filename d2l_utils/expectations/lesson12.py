@@ -46,7 +46,7 @@ def _(e, gpu):
     where = 'NVLink' if kind == 'nvlink' else f'PCIe {gpu.pcie[0]}.0 x{gpu.pcie[1]} (no NVLink)'
     e.note("It needs two GPUs (Colab, and the one-GPU machine a recording would be made on, have one). Expected of two, by "
            'the ring model:')
-    e.number('latency_us', 'fitted latency (a tiny all-reduce, timed from the host)', spread(
+    e.number('latency_us', 'fitted latency (tiny all-reduce, from the host)', spread(
         lambda n, each: 1e6 * ring_latency(n, each), (nccl, launch), 'µs',
         f"NCCL's {1e6 * nccl[1]:.0f}-{1e6 * nccl[2]:.0f} µs + {HOST_LAUNCHES} launches of host time "
         f'({1e6 * launch[1]:.0f}-{1e6 * launch[2]:.0f} µs each)'))
