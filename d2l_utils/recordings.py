@@ -29,7 +29,7 @@ import sys
 
 import torch
 
-__all__ = ['show_recording']
+__all__ = ['show_recording', 'this_run']
 
 RECORDING = 'gpu-recording.json'
 _ID = r'\d\d-[a-z0-9]+(?:-[a-z0-9]+)*'
@@ -103,6 +103,39 @@ def machine_info():
             'driver': driver, 'cuda': torch.version.cuda, 'torch': torch.__version__,
             'python': platform.python_version(),
             'date': datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
+
+
+def _gpus_seen():
+    """The machine's GPUs, asked without starting CUDA (a lesson may still choose its GPUs):
+    NVIDIA's through NVML, Apple's through MPS; [] where there are none."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                     for i in range(pynvml.nvmlDeviceGetCount())]
+        finally:
+            pynvml.nvmlShutdown()
+        names = [n.decode() if isinstance(n, bytes) else n for n in names]
+        if names:
+            return names
+    except Exception:                   # no NVIDIA driver (or no nvidia-ml-py): no NVIDIA GPU to name
+        pass
+    mps = getattr(torch.backends, 'mps', None)
+    return ['Apple GPU (mps)'] if mps is not None and mps.is_available() else []
+
+
+def this_run():
+    """Print which PyTorch, Python and day (UTC) this run of the lesson is, and on which GPUs: the
+    first output of every lesson, so that its stored outputs say where they came from (the same as
+    the notebook's metadata, course.last_run, which tools/execute_notebooks.py writes)."""
+    import collections
+    import datetime
+    import platform
+    gpus = collections.Counter(_gpus_seen())
+    where = ', '.join(f'{n} x {name}' for name, n in gpus.items()) if gpus else 'no GPU'
+    print(f'This run: PyTorch {torch.__version__}, Python {platform.python_version()}, '
+          f'{datetime.datetime.now(datetime.timezone.utc).date().isoformat()} (UTC), {where}')
 
 
 def machine_line(machine):

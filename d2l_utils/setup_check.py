@@ -388,8 +388,10 @@ def run(checks=CHECKS, out=print):
         out(f'未就绪：请先解决 {", ".join(r[1] for r in fails)}（见上文各行），然后重新运行本检查。')
         out(f'NOT READY: fix {", ".join(r[1] for r in fails)} (see above), then run this again.')
         return 1
+    # The Chinese edition where this copy has it (the students' copy of the workshop does not).
+    zh = 'notebooks/zh/' if (LESSONS / 'zh').is_dir() else 'notebooks/'
     out('就绪' + (f'（有提示：{", ".join(r[1] for r in notes)}）' if notes else '') +
-        '：用 `jupyter lab notebooks/zh/` 打开中文版课程（或在 Colab、Binder 上打开）。')
+        f'：用 `jupyter lab {zh}` 打开{"中文版" if zh.endswith("zh/") else ""}课程（或在 Colab、Binder 上打开）。')
     out('READY' + (f' (with notes: {", ".join(r[1] for r in notes)})' if notes else '') +
         ': open the course with `jupyter lab notebooks/` (or the lessons on Colab or Binder).')
     return 0

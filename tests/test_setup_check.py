@@ -66,6 +66,15 @@ def test_the_verdict_is_also_said_in_chinese_just_before_the_english_one():
     assert printed[-2].startswith("未就绪：请先解决 JupyterLab")
 
 
+def test_a_copy_without_the_chinese_edition_is_not_sent_to_it(monkeypatch, tmp_path):
+    """The students' copy of the workshop has no notebooks/zh/: the verdict names notebooks/."""
+    (tmp_path / "01_devices.ipynb").write_text("{}")
+    monkeypatch.setattr(setup_check, "LESSONS", tmp_path)
+    printed = []
+    setup_check.run([("accelerator", lambda: (setup_check.NOTE, "no GPU"))], out=printed.append)
+    assert "notebooks/zh/" not in printed[-2] and "`jupyter lab notebooks/`" in printed[-2]
+
+
 def torch_lower_bound():
     """The ``torch>=`` bound of pyproject.toml's dependencies, as (major, minor)."""
     import re

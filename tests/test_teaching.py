@@ -264,3 +264,23 @@ def test_the_slideshow_notes_quote_the_decks_size_and_section_ranges(notebook, p
         quoted_span = (int(first), int(last or first))
         assert quoted_span == spans[title], f"{page.name}: § {title!r} is on slides {spans[title]}, not {quoted_span}"
 
+
+
+@pytest.mark.parametrize("notebook, page", pairs(), ids=lambda p: p.name)
+def test_the_lesson_and_its_page_say_which_run_made_the_stored_outputs(notebook, page):
+    """The lesson's first output (``d2l_utils.this_run()`` in its setup cell) and the line under its
+    page's title name the run that tools/execute_notebooks.py recorded in the notebook's metadata."""
+    import json
+
+    import execute_notebooks
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    run = nb["metadata"]["course"]["last_run"]
+    assert execute_notebooks.stamp_line(run) in page.read_text(encoding="utf-8"), (
+        f"{page.name}: the line under its title must be {execute_notebooks.stamp_line(run)!r} "
+        "(python tools/execute_notebooks.py --pages writes it)")
+    printed = "".join("".join(o.get("text", "")) for o in nb["cells"][1].get("outputs", [])
+                      if o.get("name") == "stdout")
+    stamp = f"This run: PyTorch {run['torch']}, Python {run['python']}, {run['date']} (UTC), "
+    assert stamp in printed, f"{notebook.name}: its setup cell printed {printed!r}, its metadata says {run}"
+    gpus = printed.split(stamp, 1)[1].strip()
+    assert (gpus == "no GPU") == (run["accelerator"] is None), (notebook.name, gpus, run["accelerator"])

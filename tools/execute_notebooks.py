@@ -3,6 +3,7 @@ in a fresh kernel, from the notebooks/ folder (as nbval does), and save it.
 
     python tools/execute_notebooks.py                      # every lesson
     python tools/execute_notebooks.py notebooks/01_devices.ipynb
+    python tools/execute_notebooks.py --pages              # only the teacher's pages' stamps
 
 Run it on a machine without a GPU: the stored outputs are the CPU ones, and the
 cells whose output depends on the machine are marked # NBVAL_IGNORE_OUTPUT.
@@ -10,8 +11,12 @@ cells whose output depends on the machine are marked # NBVAL_IGNORE_OUTPUT.
 It stamps each notebook with the run that made its outputs, asked of the kernel that ran
 it (never typed): `metadata.course.last_run` = {"torch", "python", "date", "accelerator"}.
 `python -m d2l_utils.setup_check` compares it with what a machine has installed, and
-`--lessons` lists it per lesson.
+`--lessons` lists it per lesson. A reader sees it twice: the lesson's first output
+(`d2l_utils.this_run()` in the setup cell prints the same run), and the line under the title
+of the lesson's teacher's page (teaching/NN_*.md), which this tool rewrites after each run
+(`stamp_line`; tests/test_teaching.py checks both against the metadata).
 """
+import re
 import datetime
 import json
 import pathlib
@@ -34,6 +39,31 @@ print(_json.dumps({'torch': _torch.__version__, 'python': _platform.python_versi
 """
 
 
+STAMP = re.compile(r"^\\*Stored outputs: .*\\*$", re.M)
+
+
+def stamp_line(last_run):
+    """The line under a teacher's page's title: the run the lesson's stored outputs came from."""
+    gpu = 'no GPU' if last_run.get('accelerator') is None else f"on {last_run['accelerator']}"
+    return (f"*Stored outputs: PyTorch {last_run['torch']}, Python {last_run['python']}, "
+            f"{last_run['date']} (UTC), {gpu}.*")
+
+
+def stamp_page(notebook_path, last_run):
+    """Write ``stamp_line(last_run)`` under the title of the lesson's teacher's page."""
+    page = notebook_path.parent.parent / "teaching" / f"{notebook_path.stem}.md"
+    if not page.exists():
+        return
+    text = page.read_text(encoding="utf-8")
+    line = stamp_line(last_run)
+    if STAMP.search(text):
+        text = STAMP.sub(lambda _: line, text, count=1)
+    else:
+        title, rest = text.split("\n", 1)
+        text = f"{title}\n\n{line}\n{rest}"
+    page.write_text(text, encoding="utf-8")
+
+
 def execute(path):
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
@@ -47,10 +77,15 @@ def execute(path):
     for cell in nb.cells:            # keep the files free of per-run noise
         cell.metadata.pop("execution", None)
     nbformat.write(nb, path)
+    stamp_page(path, last_run)
     return time.perf_counter() - start, last_run
 
 
 def main(args):
+    if args == ["--pages"]:          # only the teacher's pages, from the stored metadata
+        for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+            stamp_page(path, nbformat.read(path, as_version=4).metadata["course"]["last_run"])
+        return
     paths = [pathlib.Path(a).resolve() for a in args] or sorted(
         (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     for path in paths:

@@ -35,12 +35,17 @@ def badge(notebook_name):
             f"({colab_url(notebook_name)})")
 
 
+STAMP = ("import d2l_utils\n"
+         "d2l_utils.this_run()     # the PyTorch, Python, day and GPUs the outputs below came from")
+
+
 def setup_source():
-    return ("# Setup. On Colab, install the course's helpers; --no-deps keeps Colab's own PyTorch.\n"
-            "# Anywhere else they are already installed, and this cell does nothing.\n"
+    return ("# NBVAL_IGNORE_OUTPUT\n"
+            "# Setup. On Colab, install the course's helpers; --no-deps keeps Colab's own PyTorch.\n"
+            "# Anywhere else they are already installed.\n"
             "import sys\n"
             "if 'google.colab' in sys.modules:\n"
-            f"    %pip install -q --no-deps 'd2l-utils @ git+{repo_url()}'")
+            f"    %pip install -q --no-deps 'd2l-utils @ git+{repo_url()}'\n" + STAMP)
 
 
 def md(text):
