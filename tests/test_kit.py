@@ -489,7 +489,7 @@ def test_every_number_the_workshop_takes_from_a_stored_run_is_in_it():
     for block, lesson in _blocks(WORKSHOP.read_text(encoding="utf-8")):
         said += bool(RUN.search(block))
         problems += attributed(block, lesson)
-    assert said >= 5, "workshop.md's quotes of the stored runs were not found"
+    assert said >= 3, "workshop.md's quotes of the stored runs were not found"
     assert not problems, "workshop.md: quote the stored outputs, or say nothing:\n" + "\n".join(problems)
 
 
