@@ -23,10 +23,10 @@ that session unless the machine is still warm (within 30 s of the first call's e
 whatever the call did not do waits for a later session (``--resume``). The plan for that
 call on an H100 (``--plan``, from the estimates below; nothing has been timed on a GPU yet):
 
-    start 5 s, preflight 30 s, lessons 01-11 and 13 (389 s; lesson 12 is skipped: its one
+    start 5 s, preflight 30 s, lessons 01-11 and 13 (395 s; lesson 12 is skipped: its one
     GPU-only cell needs 2 GPUs; so is lesson 14, whose two need 2 GPUs), measure_gpu 60 s:
-    about 484 s of the 570, 86 s spare.
-    The suite (about 460 s) fits in no call after the lessons: a later session runs it.
+    about 490 s of the 570, 80 s spare.
+    The suite (about 470 s) fits in no call after the lessons: a later session runs it.
 
 If the lessons take longer than estimated, the budget stops them, and every GPU-only cell
 that finished is kept (below). The steps, in order:
@@ -148,7 +148,7 @@ FILES = ("gpu-recording.json", "gpu.json", "summary.json", "lessons.log", "measu
 # GPU-only branches add on one H100 SXM (the lent machine: 132 SMs, 80 GB at 3.35 TB/s, a
 # 16-core host) to its CPU seconds in measurements/budgets-cpu.json. Nothing has run on a GPU
 # yet: each entry is read off the lesson's GPU branches (what they time, compile, start). The
-# twelve lessons run on one GPU come to about 389 s (lessons 12 and 14 are skipped), inside issue 27's
+# twelve lessons run on one GPU come to about 395 s (lessons 12 and 14 are skipped), inside issue 27's
 # forecast for an H200 (400-460 s): the H100's matrix rate is the H200's and its memory 30%
 # slower, which changes seconds only where a cell moves gigabytes (none does for long); the
 # host's work (Python, kernel and CUDA starts, compiles) dominates almost everywhere. After a
