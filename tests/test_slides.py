@@ -486,7 +486,9 @@ def _has_chinese_font():
     except (OSError, subprocess.TimeoutExpired):
         return False
     return bool(found.strip())
-ZH_NOTEBOOKS = sorted(ZH.glob("*.ipynb"))
+# Part 1's Chinese decks are walked here; every Chinese deck (later lessons' too, whose depth is
+# English) is measured for overflow by tests/test_slide_overflow.py, which keeps CI in its budget.
+ZH_NOTEBOOKS = sorted(p for p in ZH.glob("*.ipynb") if int(p.name[:2]) <= 7)
 
 
 @slow("5-15 s a lesson in Chromium")
