@@ -275,6 +275,7 @@ def test_the_lesson_and_its_page_say_which_run_made_the_stored_outputs(notebook,
     import execute_notebooks
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     run = nb["metadata"]["course"]["last_run"]
+    assert page.read_text(encoding="utf-8").count("*Stored outputs: ") == 1, f"{page.name}: one stamp line"
     assert execute_notebooks.stamp_line(run) in page.read_text(encoding="utf-8"), (
         f"{page.name}: the line under its title must be {execute_notebooks.stamp_line(run)!r} "
         "(python tools/execute_notebooks.py --pages writes it)")

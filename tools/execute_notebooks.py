@@ -39,7 +39,7 @@ print(_json.dumps({'torch': _torch.__version__, 'python': _platform.python_versi
 """
 
 
-STAMP = re.compile(r"^\\*Stored outputs: .*\\*$", re.M)
+STAMP = re.compile(r"^\*Stored outputs: .*\*\n\n", re.M)
 
 
 def stamp_line(last_run):
@@ -56,11 +56,8 @@ def stamp_page(notebook_path, last_run):
         return
     text = page.read_text(encoding="utf-8")
     line = stamp_line(last_run)
-    if STAMP.search(text):
-        text = STAMP.sub(lambda _: line, text, count=1)
-    else:
-        title, rest = text.split("\n", 1)
-        text = f"{title}\n\n{line}\n{rest}"
+    title, rest = STAMP.sub("", text).split("\n", 1)          # any stamp goes, then one under the title
+    text = f"{title}\n\n{line}\n{rest}"
     page.write_text(text, encoding="utf-8")
 
 
