@@ -21,7 +21,6 @@ deck, the workshop's too (tests/test_workshop_decks.py). Slow: in CI (COURSE_CI=
 missing chromium or playwright fails it) and with COURSE_SLOW=1.
 """
 import json
-import shutil
 import time
 
 import nbformat
@@ -30,9 +29,9 @@ import pytest
 import slides  # tools/ is put on sys.path by conftest.py
 from conftest import NOTEBOOKS, ROOT, require, slow
 from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_tools, jupyterlab
-from test_slides import RISE_CSS, SCREEN, ZH, ZH_NOTEBOOKS, _end_sessions, _has_chinese_font, _rise_settings
+from test_slides import SCREEN, ZH_ALL, _end_sessions, _has_chinese_font, _rise_settings, serve_copy
 
-DECKS = [("notebooks", p) for p in NOTEBOOKS] + [("notebooks/zh", p) for p in ZH_NOTEBOOKS]
+DECKS = [("notebooks", p) for p in NOTEBOOKS] + [("notebooks/zh", p) for p in ZH_ALL]
 
 
 def measure_decks(pages, urls, timeout_ms=60_000):
@@ -78,15 +77,7 @@ def measured(tmp_path_factory):
     Chinese, with their CSS), and two pages of headless Chromium; {(where, name): result}."""
     sync_playwright = browser_tools()
     tmp = tmp_path_factory.mktemp("overflow")
-    served = tmp / "course" / "notebooks"
-    served.mkdir(parents=True)
-    for path in NOTEBOOKS:
-        shutil.copy(path, served / path.name)
-        if slides.css_path(path).exists():
-            shutil.copy(slides.css_path(path), served)
-    shutil.copy(RISE_CSS, served)
-    if ZH_NOTEBOOKS:
-        shutil.copytree(ZH, served / "zh")
+    served = serve_copy(tmp)
     for copy in [*served.glob("*.ipynb"), *served.glob("zh/*.ipynb")]:
         _without_kernel(copy)
     _rise_settings(tmp / "settings")

@@ -441,15 +441,7 @@ def slideshow(tmp_path_factory):
     sync_playwright = browser_tools()
     ARTIFACTS.mkdir(exist_ok=True)
     tmp = tmp_path_factory.mktemp("slideshow")
-    served = tmp / "course" / "notebooks"          # a copy: nothing can write to the lessons
-    served.mkdir(parents=True)
-    for path in NOTEBOOKS:
-        shutil.copy(path, served / path.name)
-        if slides.css_path(path).exists():
-            shutil.copy(slides.css_path(path), served)
-    shutil.copy(RISE_CSS, served)
-    if ZH_NOTEBOOKS:                               # the Chinese edition, with its own copies of the CSS
-        shutil.copytree(ZH, served / "zh")
+    served = serve_copy(tmp)                       # a copy: nothing can write to the lessons
     _rise_settings(tmp / "settings")
     with jupyterlab(served.parent, tmp) as (base, token), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -479,6 +471,21 @@ def test_every_lesson_as_a_slideshow_fits_the_screen_at_the_larger_type(slidesho
 ZH = ROOT / "notebooks" / "zh"
 
 
+def serve_copy(tmp):
+    """tmp/course/notebooks: a copy of the lessons with rise.css and their CSS, and of the Chinese
+    edition (with its own copies of the CSS), for a JupyterLab to serve."""
+    served = tmp / "course" / "notebooks"
+    served.mkdir(parents=True)
+    for path in NOTEBOOKS:
+        shutil.copy(path, served / path.name)
+        if slides.css_path(path).exists():
+            shutil.copy(slides.css_path(path), served)
+    shutil.copy(RISE_CSS, served)
+    if ZH_ALL:
+        shutil.copytree(ZH, served / "zh")
+    return served
+
+
 def _has_chinese_font():
     """Whether fontconfig, which Chromium asks, has a font for Chinese."""
     try:
@@ -488,7 +495,8 @@ def _has_chinese_font():
     return bool(found.strip())
 # Part 1's Chinese decks are walked here; every Chinese deck (later lessons' too, whose depth is
 # English) is measured for overflow by tests/test_slide_overflow.py, which keeps CI in its budget.
-ZH_NOTEBOOKS = sorted(p for p in ZH.glob("*.ipynb") if int(p.name[:2]) <= 7)
+ZH_ALL = sorted(ZH.glob("*.ipynb"))
+ZH_NOTEBOOKS = [p for p in ZH_ALL if int(p.name[:2]) <= 7]
 
 
 @slow("5-15 s a lesson in Chromium")
