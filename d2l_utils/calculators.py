@@ -529,12 +529,14 @@ def parallel_calculator(width=8192, layers=80, gpu='H100', gpus=64, tokens=2**20
         return [p for p in found if p['fits']], len(found)
 
     def lines(**settings):
+        """(the head line, the splits that fit, fastest first, and their lines)."""
         fit, n = plans(**settings)
+        fit.sort(key=lambda p: p['step_s'])
         head = (f"width {settings['width']}, {settings['layers']} blocks, {_power(settings['tokens'])} "
                 f"tokens a step, {settings['gpus']} {settings['gpu']}s: {len(fit)} of {n} ways fit")
-        return head, [plan_line(p) for p in sorted(fit, key=lambda p: p['step_s'])]
+        return head, fit, [plan_line(p) for p in fit]
 
-    head, best = lines(width=width, layers=layers, gpu=gpu, gpus=gpus, tokens=tokens, micro=micro)
+    head, _, best = lines(width=width, layers=layers, gpu=gpu, gpus=gpus, tokens=tokens, micro=micro)
     static = [head + '; the fastest:', *best[:3]]
     controls = _controls(lambda w: {
         'width': w.Dropdown(options=[1024, 2048, 4096, 5120, 8192, 12288, 16384], value=width, description='width'),
@@ -545,10 +547,9 @@ def parallel_calculator(width=8192, layers=80, gpu='H100', gpus=64, tokens=2**20
         'micro': w.IntSlider(value=micro, min=1, max=64, description='micro-batches')})
 
     def compute(width, layers, gpu, gpus, log2_tokens, micro):
-        head, best = lines(width=width, layers=layers, gpu=gpu, gpus=gpus, tokens=2 ** log2_tokens, micro=micro)
-        fit, _ = plans(width, layers, gpu, gpus, 2 ** log2_tokens, micro)
+        head, fit, best = lines(width=width, layers=layers, gpu=gpu, gpus=gpus, tokens=2 ** log2_tokens, micro=micro)
         rows = ''.join(f'<div><code>{html.escape(line)}</code></div>' for line in best[:5])
-        fastest = min((p['step_s'] for p in fit), default=float('nan'))
+        fastest = fit[0]['step_s'] if fit else float('nan')
         return (f'<div>{html.escape(head)}{"; the fastest:" if best else ": none; more GPUs, or fewer blocks"}</div>'
                 + rows + _value('fastest_step_s', f'fastest step {_time(fastest) if best else "-"}', fastest))
     return Calculator('Splitting a GPT over GPUs (lesson 14)', controls, compute, static)

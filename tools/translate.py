@@ -160,8 +160,7 @@ def build(lesson):
             if len(en_titles) == len(zh_titles):
                 moved.update({sitting.heading_anchor(a): sitting.heading_anchor(b)
                               for a, b in zip(en_titles, zh_titles)})
-    have = {sitting.heading_anchor(t) for c in out.cells if c.cell_type == "markdown"
-            for t in re.findall(r"^#{1,6} +(.+?) *$", c.source, re.M)}
+    have = sitting.headings(out.cells)
     for cell in out.cells:
         if cell.cell_type == "markdown":
             cell.source = re.sub(r"\]\(#([^)\s]+)\)", lambda m: f"](#{moved[m[1]]})"
