@@ -28,8 +28,8 @@ if importlib.util.find_spec('torch') is None:
 else:
     from .lessons import *  # noqa: F401,F403
     from .lessons import __all__ as _lesson_names
-    from .expectations import check_expected  # noqa: F401
+    from .expectations import check_expected, use_language  # noqa: F401
     from .recordings import show_recording, this_run  # noqa: F401
     from . import calculators  # noqa: F401,E402  (d2l.calculators.memory_calculator(), ...)
 
-    __all__ = [*_lesson_names, 'show_recording', 'this_run', 'check_expected']
+    __all__ = [*_lesson_names, 'show_recording', 'this_run', 'check_expected', 'use_language']

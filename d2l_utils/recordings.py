@@ -169,7 +169,7 @@ def show_recording(cell_id, gpus=1):
     ``gpus`` CUDA GPUs or more: the cell should have run its GPU branch, so taking the
     fallback is a bug.
     """
-    from .expectations import colab_url, show_expected
+    from .expectations import colab_url, say, show_expected, tr
     if not isinstance(cell_id, str) or not re.fullmatch(_ID, cell_id):
         raise ValueError(f"cell_id must look like '03-pinned-copy', got {cell_id!r}")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
@@ -178,33 +178,34 @@ def show_recording(cell_id, gpus=1):
     if have >= gpus:
         raise RuntimeError(f'cell {cell_id} needs {gpus} CUDA GPU(s) and this machine has {have}, '
                            'yet it took its fallback branch: its GPU code did not run')
-    need = f'{gpus} CUDA GPUs' if gpus > 1 else 'a CUDA GPU'
-    here = f'this machine has {have}' if have else 'none here'
-    print(f'[This cell needs {need}; {here}.]')
+    need = say('{gpus} CUDA GPUs', gpus=gpus) if gpus > 1 else say('a CUDA GPU')
+    here = say('this machine has {have}', have=have) if have else say('none here')
+    print(say('[This cell needs {need}; {here}.]', need=need, here=here))
     show_expected(cell_id)
-    yourself = (f'Measure it yourself: {colab_url(cell_id)} '
-                '(Runtime > Change runtime type > T4 GPU).' if gpus == 1 else
-                f'Measuring it needs a machine with {gpus} GPUs (Colab has one).')
+    yourself = (say('Measure it yourself: {url} (Runtime > Change runtime type > T4 GPU).', url=colab_url(cell_id))
+                if gpus == 1 else say('Measuring it needs a machine with {gpus} GPUs (Colab has one).', gpus=gpus))
     path = recording_path()
     rec = json.loads(path.read_text(encoding='utf-8')) if path is not None else None
     entry = rec['cells'].get(cell_id) if rec else None
     if entry is None:
         if rec is None:
-            why = f'No recording from real hardware is installed ({RECORDING} is missing).'
+            why = say('No recording from real hardware is installed ({file} is missing).', file=RECORDING)
         elif gpus > rec['machine']['gpu_count']:
-            why = (f"The recording machine had {rec['machine']['gpu_count']} GPU(s), "
-                   'so there is no recording of this cell.')
+            why = say('The recording machine had {gpus} GPU(s), so there is no recording of this cell.',
+                      gpus=rec['machine']['gpu_count'])
         else:
-            why = 'This cell has no recording yet: tools/record_gpu.py on a GPU machine makes one.'
-        print(f'[{why} {yourself}]')
+            why = say('This cell has no recording yet: tools/record_gpu.py on a GPU machine makes one.')
+        print(say('[{why} {yourself}]', why=why, yourself=yourself))
         return
-    print(f"[RECORDED on {machine_line(rec['machine'])}:]")
+    print(say('[RECORDED on {machine}:]', machine=machine_line(rec['machine'])))
     _print_outputs(entry['outputs'])
     checks = entry.get('checks', [])
     missed = [c for c in checks if c.get('ok') is False]
     if checks:
-        print(f'[{len(checks) - len(missed)} of {len(checks)} expectations met there'
-              + (': missed ' + ', '.join(c['label'] for c in missed) if missed else '') + f'. {yourself}]')
+        met, total = len(checks) - len(missed), len(checks)
+        print(say('[{met} of {total} expectations met there: missed {missed}. {yourself}]', met=met, total=total,
+                  missed=', '.join(tr(c['label']) for c in missed), yourself=yourself) if missed else
+              say('[{met} of {total} expectations met there. {yourself}]', met=met, total=total, yourself=yourself))
 
 
 def expectation_misses(recording):

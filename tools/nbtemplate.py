@@ -39,7 +39,19 @@ STAMP = ("import d2l_utils\n"
          "d2l_utils.this_run()     # the PyTorch, Python, day and GPUs the outputs below came from")
 
 
-def setup_source():
+def setup_source(language="en"):
+    """The setup cell of a lesson; with language='zh', of its Chinese edition (tools/translate.py), whose
+    last line makes the expectation blocks print Chinese."""
+    if language == "zh":
+        return ("# NBVAL_IGNORE_OUTPUT\n"
+                "# 准备工作：在 Colab 上安装本课程的辅助函数；--no-deps 保留 Colab 自带的 PyTorch。\n"
+                "# 在其他环境中它们已经装好。\n"
+                "import sys\n"
+                "if 'google.colab' in sys.modules:\n"
+                f"    %pip install -q --no-deps 'd2l-utils @ git+{repo_url()}'\n"
+                "import d2l_utils\n"
+                "d2l_utils.this_run()     # 下面的输出来自哪个版本的 PyTorch 和 Python、哪一天、哪些 GPU\n"
+                "d2l_utils.use_language('zh')     # 没有 GPU 时，GPU 单元格显示的预期结果用中文")
     return ("# NBVAL_IGNORE_OUTPUT\n"
             "# Setup. On Colab, install the course's helpers; --no-deps keeps Colab's own PyTorch.\n"
             "# Anywhere else they are already installed.\n"

@@ -40,7 +40,8 @@ import re
 from .. import gpu_models
 
 __all__ = ['expectation', 'Expected', 'expected_for', 'check_expected', 'show_expected',
-           'HOW', 'colab_url', 'LESSONS', 'RANGE_LIMIT', 'ZERO_WIDTH', 'range_problem']
+           'HOW', 'colab_url', 'LESSONS', 'RANGE_LIMIT', 'ZERO_WIDTH', 'range_problem',
+           'use_language', 'lines_of', 'FRAME']
 
 HOW = {
     'model': "computed by the course's models from the lesson's counts and NVIDIA's datasheets of the "
@@ -61,6 +62,69 @@ LESSONS = {
 }
 COLAB = 'https://colab.research.google.com/github/d2l-gpu/gpu-course/blob/main/notebooks/'
 _REGISTRY = {}
+
+# The Chinese edition. A Chinese lesson's setup cell calls use_language('zh') (tools/translate.py
+# adds the call); from then on the expectation blocks print Chinese and link to the Chinese lesson.
+# The Chinese text comes from translations/zh/ (each lesson's `expect` blocks, and the frame's in
+# expectations.md), which tools/translate.py gathers into zh.json beside this file, checked
+# current by tests/test_zh.py. Printed numbers, PyTorch's messages and the figures stay as they are.
+# FRAME: every sentence of the block's frame (what it prints around a lesson's own notes and
+# labels), each a str.format template; say() prints one.
+FRAME = (
+    'EXPECTED on a GPU (a prediction, not a measurement):',
+    '{value} exactly', '{value} (exactly)', '{value} ({low} to {high})', ', every GPU',
+    '  (shown, not judged)', ' (shown, not judged: {reason})',
+    '  How each was derived, and why its range:', '{title} (click to open)',
+    "computed by the course's models from the lesson's counts and NVIDIA's datasheets of the "
+    "H100 (SXM), H200 (SXM) and T4, and of the other GPUs in d2l_utils/gpu_models.py",
+    "PyTorch's deterministic rule, simulated exactly on this CPU",
+    "what PyTorch's source produces (file named)",
+    '[This cell needs {need}; {here}.]', 'a CUDA GPU', '{gpus} CUDA GPUs',
+    'this machine has {have}', 'none here',
+    'Measure it yourself: {url} (Runtime > Change runtime type > T4 GPU).',
+    'Measuring it needs a machine with {gpus} GPUs (Colab has one).',
+    'No recording from real hardware is installed ({file} is missing).',
+    'The recording machine had {gpus} GPU(s), so there is no recording of this cell.',
+    'This cell has no recording yet: tools/record_gpu.py on a GPU machine makes one.',
+    '[RECORDED on {machine}:]',
+    '[{met} of {total} expectations met there. {yourself}]',
+    '[{met} of {total} expectations met there: missed {missed}. {yourself}]',
+    'Expected against measured on this {name}:',
+    'Expected against measured on this {name} (not in the datasheet table: expected as on the {gpu}; '
+    'only what is the same on every GPU of the table is judged):',
+    '  {label}: expected {expected}, measured {measured}: {verdict}',
+    'as expected', 'MISS', 'not judged ({reason})', 'not measured', '{value} ({ratio}x the expected value)',
+    'the {name} is not in the datasheet table',
+    '[{why} {yourself}]', '{items}.', '{a}; {b}',
+)
+LANGUAGES = ('en', 'zh')
+_language = {'name': 'en', 'frame': {}, 'lines': {}}
+
+
+def use_language(name):
+    """Print the expectation blocks in ``name``: 'en' (the default) or 'zh' (the Chinese edition)."""
+    if name not in LANGUAGES:
+        raise ValueError(f'language must be one of {LANGUAGES}, got {name!r}')
+    catalog = {'frame': {}, 'lines': {}}
+    if name != 'en':
+        import pathlib
+        path = pathlib.Path(__file__).with_name(f'{name}.json')
+        if not path.exists():
+            raise FileNotFoundError(f'{path} is missing: python tools/translate.py writes it')
+        catalog = json.loads(path.read_text(encoding='utf-8'))
+    _language.update(name=name, **catalog)
+
+
+def say(template, **fields):
+    """One of FRAME's sentences, in the language in use, filled in."""
+    if template not in FRAME:
+        raise KeyError(f'not a sentence of FRAME: {template!r}')
+    return _language['frame'].get(template, template).format(**fields)
+
+
+def tr(line):
+    """A lesson's note, label or reason in the language in use (as it is where it has no translation)."""
+    return _language['lines'].get(line, line) if line else line
 
 # The widest high/low a judged number may have, on every GPU of the table. A range is a prediction
 # only where a wrong model lands outside it. The course's models have been wrong by factors of
@@ -98,8 +162,8 @@ def range_problem(item):
 
 
 def colab_url(cell_id):
-    """The Colab link of the lesson that holds ``cell_id``."""
-    return COLAB + LESSONS[cell_id[:2]]
+    """The Colab link of the lesson that holds ``cell_id`` (its Chinese edition's under use_language('zh'))."""
+    return COLAB + ('' if _language['name'] == 'en' else _language['name'] + '/') + LESSONS[cell_id[:2]]
 
 
 def expectation(cell_id, how):
@@ -201,6 +265,41 @@ def registered(lesson):
     return sorted(k for k in _REGISTRY if k.startswith(lesson + '-'))
 
 
+def lines_of(cell_id):
+    """The sentences of ``cell_id``'s expectation that a translation gives, in the order shown: on the
+    reference GPUs, its notes, details, labels, reasons for ranges and reasons not judged."""
+    exps = [expected_for(cell_id, gpu) for gpu in gpu_models.reference_gpus()]
+    found = [line for e in exps for line in e.notes + e.details]
+    found += [item[key] for e in exps for item in e.items for key in ('label', 'why', 'not_judged') if item.get(key)]
+    return list(dict.fromkeys(found))
+
+
+def _width(text):
+    """Columns that ``text`` takes in a fixed-width font: a Chinese character takes two."""
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(ch) in 'WF' else 1 for ch in text)
+
+
+def _ljust(text, width):
+    return text + ' ' * max(0, width - _width(text))
+
+
+def _wrap(text, width):
+    """``textwrap.wrap``, counting a Chinese character as two columns: a line may break between two
+    Chinese characters or at a space, never inside a run of other characters ('10/24', 'cuda:0')."""
+    import textwrap
+    if _width(text) == len(text):
+        return textwrap.wrap(text, width)
+    lines, line = [], ''
+    for token in re.findall(r'\s+|[^\s\u2e80-\uffef]+|[\u2e80-\uffef]', text):
+        if line and _width(line + token.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = token.lstrip()
+        else:
+            line += token
+    return [*lines, line.rstrip()] if line.strip() else lines
+
+
 def fmt(x):
     """A number in three significant figures, without an exponent where one is not needed."""
     if x == 0:
@@ -215,8 +314,9 @@ def _show_value(item):
         return ' + '.join(repr(p) for p in item['value'])
     unit = f" {item['unit']}" if item['unit'] else ''
     if item['low'] == item['high']:
-        return f"{fmt(item['value'])}{unit} (exactly)"
-    return f"{fmt(item['value'])}{unit} ({fmt(item['low'])} to {fmt(item['high'])})"
+        return say('{value} (exactly)', value=f"{fmt(item['value'])}{unit}")
+    return say('{value} ({low} to {high})', value=f"{fmt(item['value'])}{unit}", low=fmt(item['low']),
+               high=fmt(item['high']))
 
 
 def _cell(item):
@@ -224,7 +324,7 @@ def _cell(item):
     if item['kind'] == 'text':
         return ' + '.join(repr(p) for p in item['value'])
     if item['low'] == item['high']:
-        return f"{fmt(item['value'])} exactly"
+        return say('{value} exactly', value=fmt(item['value']))
     return f"{fmt(item['value'])} ({fmt(item['low'])}–{fmt(item['high'])})"
 
 
@@ -243,66 +343,69 @@ def show_expected(cell_id, header=True):
     not judged says so, and why. Draws the expected figure, styled as a model, where the
     expectation has one.
     """
-    import textwrap
     gpus = gpu_models.reference_gpus()
     exps = [expected_for(cell_id, gpu) for gpu in gpus]
     first = exps[0]
     if header:
-        print('EXPECTED on a GPU (a prediction, not a measurement):')
+        print(say('EXPECTED on a GPU (a prediction, not a measurement):'))
     for line in first.notes:
-        print(f'  {line}')
+        print(f'  {tr(line)}')
+    not_judged = say('  (shown, not judged)')
     rows, listed, hows = [], [], []
     for k, item in enumerate(first.items):
         per_gpu = [e.items[k] for e in exps]
         hows += [item['how']] if item['how'] not in hows else []
         cells = [_cell(p) for p in per_gpu]
-        if item['kind'] == 'text' and max(map(len, cells)) > TEXT_WIDTH:
+        if item['kind'] == 'text' and max(map(_width, cells)) > TEXT_WIDTH:
             listed.append((item, per_gpu))
         else:
             same = all(_cell(p) == cells[0] and p.get('unit') == item.get('unit') for p in per_gpu)
             rows.append((item, [cells[0]] if same else cells))
     if rows:
-        col = max([len(g.key) for g in gpus] + [len(c) for _, cells in rows for c in cells if len(cells) > 1])
+        col = max([len(g.key) for g in gpus] + [_width(c) for _, cells in rows for c in cells if len(cells) > 1])
         # The label column takes what a line of LINE_WIDTH leaves beside the values (a label that
         # fits is not wrapped above its values), and at least LABEL_WIDTH.
-        longest = max(len(i['label']) for i, _ in rows)
+        longest = max(_width(tr(i['label'])) for i, _ in rows)
         values = (max(len(cells) for _, cells in rows) * (col + 2) + max(len(i.get('unit') or '') for i, _ in rows)
-                  + (len('  (shown, not judged)') if any(i.get('not_judged') for i, _ in rows) else 0))
+                  + (_width(not_judged) if any(i.get('not_judged') for i, _ in rows) else 0))
         width = min(longest, max(LABEL_WIDTH, LINE_WIDTH - 4 - values))
         if any(len(cells) > 1 for _, cells in rows):
             print('  ' + ' ' * width + '  ' + '  '.join(f'{g.key:<{col}}' for g in gpus).rstrip())
         for item, cells in rows:
-            label = textwrap.wrap(item['label'], width) or ['']
+            label = _wrap(tr(item['label']), width) or ['']
             for line in label[:-1]:
                 print(f'  {line}')
             unit = item.get('unit') or ''
-            shown = ('  '.join(f'{c:<{col}}' for c in cells) + f'  {unit}' if len(cells) > 1
-                     else f'{cells[0]} {unit}'.rstrip() + ', every GPU')
-            mark = '  (shown, not judged)' if item.get('not_judged') else ''
-            print(f'  {label[-1]:<{width}}  {shown}'.rstrip() + mark)
+            shown = ('  '.join(_ljust(c, col) for c in cells) + f'  {unit}' if len(cells) > 1
+                     else f'{cells[0]} {unit}'.rstrip() + say(', every GPU'))
+            mark = not_judged if item.get('not_judged') else ''
+            print(f'  {_ljust(label[-1], width)}  {shown}'.rstrip() + mark)
     for item, per_gpu in listed:
         if all(p['value'] == item['value'] for p in per_gpu):
-            print(f"  {item['label']}: {_cell(item)}" + ('  (shown, not judged)' if item.get('not_judged') else ''))
+            print(f"  {tr(item['label'])}: {_cell(item)}" + (not_judged if item.get('not_judged') else ''))
         else:
-            print(f"  {item['label']}:")
+            print(f"  {tr(item['label'])}:")
             for gpu, p in zip(gpus, per_gpu):
                 print(f'    {gpu.key}: {_cell(p)}')
-    derived = [f'    {line}' for line in first.details]
+    derived = [f'    {tr(line)}' for line in first.details]
     for k, item in enumerate(first.items):
         groups = {}
         for gpu, e in zip(gpus, exps):
             groups.setdefault(e.items[k]['why'], []).append(gpu.key)
         whys = [w for w in groups if w]
         if len(whys) <= 1:
-            why = whys[0] if whys else ''
+            why = tr(whys[0]) if whys else ''
         else:
-            why = '; '.join(f"{', '.join(keys)}: {w}" for w, keys in groups.items() if w)
-        line = f"    {item['label']} [{item['how']}]" + (f': {why}' if why else '')
+            why = '; '.join(f"{', '.join(keys)}: {tr(w)}" for w, keys in groups.items() if w)
+        line = f"    {tr(item['label'])} [{item['how']}]" + (f': {why}' if why else '')
         if item.get('not_judged'):
-            line += f" (shown, not judged: {item['not_judged']})"
+            line += say(' (shown, not judged: {reason})', reason=tr(item['not_judged']))
         derived.append(line)
-    derived.append('  ' + '; '.join(f'[{how}] {HOW[how]}' for how in hows or [first.how]) + '.')
-    _folded('  How each was derived, and why its range:', derived)
+    import functools
+    items = functools.reduce(lambda a, b: say('{a}; {b}', a=a, b=b),
+                             [f'[{how}] {say(HOW[how])}' for how in hows or [first.how]])
+    derived.append('  ' + say('{items}.', items=items))
+    _folded(say('  How each was derived, and why its range:'), derived)
     if first.figure is not None:
         _draw_model(exps)
 
@@ -322,7 +425,7 @@ def _folded(title, lines):
     import html
     import sys
     sys.stdout.flush()                                          # what was printed comes first
-    summary = html.escape(title.strip().rstrip(':')) + ' (click to open)'
+    summary = html.escape(say('{title} (click to open)', title=title.strip().rstrip(':：')))
     display({'text/plain': text, 'text/html': f'<details><summary>{summary}</summary>'
              f'<pre style="white-space: pre-wrap">{html.escape(chr(10).join(lines))}</pre></details>'}, raw=True)
 
@@ -377,24 +480,25 @@ def check_expected(cell_id, **measured):
             for other in expected_for(cell_id, gpu).items:
                 if any(other.get(k) != mine[other['name']].get(k) for k in ('kind', 'value', 'low', 'high', 'unit')):
                     alike.discard(other['name'])
-    print(f'Expected against measured on this {name}' + ('' if spec else
-          f' (not in the datasheet table: expected as on the {e.gpu.key}; only what is the same on every '
-          'GPU of the table is judged)') + ':')
+    print(say('Expected against measured on this {name}:', name=name) if spec else
+          say('Expected against measured on this {name} (not in the datasheet table: expected as on the {gpu}; '
+              'only what is the same on every GPU of the table is judged):', name=name, gpu=e.gpu.key))
     lines, misses = [], []
     for item in e.items:
-        reason = item.get('not_judged') or (None if spec is not None or item['name'] in alike
-                                            else f'the {name} is not in the datasheet table')
+        reason = tr(item.get('not_judged')) or (None if spec is not None or item['name'] in alike
+                                                else say('the {name} is not in the datasheet table', name=name))
         if item['name'] not in measured:
-            ok, shown = (False if reason is None else None), 'not measured'
+            ok, shown = (False if reason is None else None), say('not measured')
         else:
             value = measured[item['name']]
             ok = _judge(item, value) if reason is None else None
             shown = repr(str(value)[:160])
             if item['kind'] == 'number':
-                shown = fmt(float(value)) + (f" ({float(value) / item['value']:.2g}x the expected value)"
-                                             if item['value'] else '')
-        verdict = {True: 'as expected', False: 'MISS', None: f'not judged ({reason})'}[ok]
-        print(f"  {item['label']}: expected {_show_value(item)}, measured {shown}: {verdict}")
+                shown = (say('{value} ({ratio}x the expected value)', value=fmt(float(value)),
+                             ratio=f"{float(value) / item['value']:.2g}") if item['value'] else fmt(float(value)))
+        verdict = {True: say('as expected'), False: say('MISS'), None: say('not judged ({reason})', reason=reason)}[ok]
+        print(say('  {label}: expected {expected}, measured {measured}: {verdict}', label=tr(item['label']),
+                  expected=_show_value(item), measured=shown, verdict=verdict))
         if ok is False:
             misses.append(item['name'])
         lines.append({'cell': cell_id, 'item': item['name'], 'label': item['label'], 'kind': item['kind'],
