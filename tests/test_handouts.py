@@ -209,3 +209,56 @@ def test_handouts_follow_the_current_lesson_and_page(tmp_path):
     teacher = (tmp_path / "out" / f"{notebook.stem}-teacher.html").read_text(encoding="utf-8")
     assert "Its second sentence matters too." in student and "A line made up by the test." in student
     assert "Made up: " not in student and "Made up: " in teacher
+
+
+# --- the Chinese handouts (--zh) -------------------------------------------------------------
+
+ZH_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+QUIZ_ZH = ROOT / "translations" / "zh" / "kit" / "quiz.md"
+
+
+@pytest.fixture(scope="module")
+def built_zh(tmp_path_factory):
+    out = tmp_path_factory.mktemp("handouts-zh")
+    handouts.build(out, language="zh")
+    return out
+
+
+def zh_tasks(notebook):
+    """[whole task] of a Chinese lesson's '## 练习' section."""
+    for cell in cells(notebook):
+        text = source(cell)
+        if cell["cell_type"] == "markdown" and re.search(r"^## 练习$", text, re.M):
+            body = re.split(r"^#{1,2} ", re.split(r"^## 练习$", text, flags=re.M)[1], flags=re.M)[0]
+            return [p.strip() for p in re.split(r"^\d+\. ", body, flags=re.M)[1:]]
+    raise AssertionError(f"zh/{notebook.name} has no 练习 section")
+
+
+def zh_quiz(lesson):
+    """[(question, right option)] of one lesson in the Chinese quiz, read here."""
+    found, current = [], None
+    for line in QUIZ_ZH.read_text(encoding="utf-8").split("## 答案")[0].splitlines():
+        if m := re.match(r"### (\d+)\.\d+ (.*)", line):
+            current = [m[2], None] if int(m[1]) == lesson else None
+            if current:
+                found.append(current)
+        elif current and (m := re.match(r"- \[x\] (.*)", line)):
+            current[1] = m[1]
+    return found
+
+
+@pytest.mark.parametrize("notebook", ZH_NOTEBOOKS, ids=lambda p: "zh_" + p.name)
+def test_a_chinese_handout_is_chinese_with_every_task_whole_and_the_quiz_only_for_the_teacher(built_zh, notebook):
+    page = (built_zh / f"{notebook.stem}.html").read_text(encoding="utf-8")
+    teacher = (built_zh / f"{notebook.stem}-teacher.html").read_text(encoding="utf-8")
+    student = squash(visible(page))
+    assert 'lang="zh-CN"' in page and "<h2>小结</h2>" in page and "<h2>练习</h2>" in page
+    assert "Summary" not in page and "Exercises" not in page
+    for task in zh_tasks(notebook):
+        assert squash(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", task)) in student, (
+            f"zh/{notebook.name}: a task is not printed whole: {task[:60]!r}")
+    asked = zh_quiz(int(notebook.name[:2]))
+    assert len(asked) >= 3, f"zh/{notebook.name}: the Chinese quiz has its questions"
+    for question, right in asked:
+        assert squash(question) not in student, f"zh/{notebook.name}: the students' page gives the quiz away"
+        assert squash(question) in squash(visible(teacher)) and squash(right) in squash(visible(teacher))

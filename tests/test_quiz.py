@@ -26,6 +26,7 @@
 Nothing is executed: the files are read as text.
 """
 import re
+import sys
 from statistics import mean
 
 import nbformat
@@ -498,3 +499,53 @@ def test_the_rubric_does_not_fault_an_exact_comparison_where_the_lessons_use_one
     text = RUBRIC.read_text(encoding="utf-8")
     assert "compares floats with `==`" not in text
     assert "torch.equal" in text
+
+
+# --- the Chinese quiz (translations/zh/kit/quiz.md) ------------------------------------------
+
+QUIZ_ZH = quiz_tool.QUIZ_ZH
+
+
+def _zh_parts():
+    text = QUIZ_ZH.read_text(encoding="utf-8").split(quiz_tool.ZH[quiz_tool.KEY])[0]
+    day, _, optional = text.partition(quiz_tool.ZH[OPTIONAL])
+    return {"workshop": parse_quiz(day), "optional": parse_quiz(optional), "whole": parse_quiz(text)}
+
+
+def test_the_chinese_quiz_is_the_english_one_question_for_question():
+    """Same numbers, same parts, same right answer, as many sources; its words are Chinese."""
+    en, zh = (quiz_tool.parse(p.read_text(encoding="utf-8")) for p in (QUIZ, QUIZ_ZH))
+    shape = lambda qs: [(q["number"], q["optional"], [r for r, _ in q["options"]], len(q["sources"]))  # noqa: E731
+                        for q in qs]
+    assert shape(zh) == shape(en)
+    for q in zh:
+        assert re.search(r"[\u4e00-\u9fff]", q["question"] + "".join(t for _, t in q["options"])), q["number"]
+
+
+@pytest.mark.parametrize("part", ["workshop", "optional", "whole"])
+def test_the_chinese_quizs_form_gives_no_answer_away(part):
+    problems = form_problems(_zh_parts()[part], f"Chinese quiz, {part}")
+    assert not problems, "; ".join(problems)
+
+
+def test_the_chinese_quiz_names_sections_of_the_chinese_lessons():
+    """Its *出处* lines name headings of the Chinese lessons (a later lesson's English depth keeps its English)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import translate
+    for q in quiz_tool.parse(QUIZ_ZH.read_text(encoding="utf-8")):
+        lesson = next(p for p in translate.LESSONS if sitting.number(p) == q["lesson"])
+        zh = nbformat.read(translate.zh_path(lesson), as_version=4)
+        titles = {re.sub(r"\s+", " ", t).strip() for t in sitting.headings(zh.cells).values()}
+        missing = [s for s in q["sources"] if s not in titles]
+        assert not missing, f"Chinese quiz {q['number']}: lesson {q['lesson']} has no heading {missing}"
+
+
+def test_the_chinese_students_copy_has_every_question_and_no_answer(tmp_path):
+    quiz_tool.main(["--zh", str(tmp_path)])
+    md = (tmp_path / "quiz.md").read_text(encoding="utf-8")
+    page = (tmp_path / "quiz.html").read_text(encoding="utf-8")
+    for leak in ("[x]", "[ ]", "出处", "## 答案", "From §"):
+        assert leak not in md and leak not in page, f"the Chinese students' quiz shows {leak!r}"
+    questions = quiz_tool.parse(QUIZ_ZH.read_text(encoding="utf-8"))
+    assert md.count("- ☐ ") == 4 * len(questions) and 'lang="zh-CN"' in page
+    assert all(f"**{q['number']}** {q['question']}" in md for q in questions)

@@ -296,3 +296,44 @@ def test_the_glossary_comes_along_and_the_lessons_links_to_it_arrive(copy):
     found = [a for path in sorted((copy / "notebooks").glob("*.ipynb"))
              for a in re.findall(r"\]\(\.\./GLOSSARY\.md#([\w-]+)\)", path.read_text(encoding="utf-8"))]
     assert len(found) >= 50 and set(found) <= anchors
+
+
+# --- the Chinese copy (--zh) ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def chinese_copy(tmp_path_factory):
+    return student_copy.build(tmp_path_factory.mktemp("students-zh") / "course", language="zh")
+
+
+def test_the_chinese_copy_is_the_chinese_lessons_without_solutions_or_outputs(chinese_copy):
+    """Its lessons are notebooks/zh/'s, with Chinese starters and a Chinese setup cell that still
+    installs the helpers from d2l-utils.zip on Colab and switches the expectation blocks to Chinese."""
+    zh_lessons = sorted((ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(p.name for p in (chinese_copy / "notebooks").glob("*.ipynb")) == [p.name for p in zh_lessons]
+    for path in zh_lessons:
+        nb = json.loads((chinese_copy / "notebooks" / path.name).read_text(encoding="utf-8"))
+        assert re.search(r"[\u4e00-\u9fff]", source(nb["cells"][0])), path.name
+        assert not any(student_copy.is_solution(c) for c in nb["cells"]), path.name
+        assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), path.name
+        setup = next(c for c in nb["cells"] if student_copy.is_setup(c))
+        assert "%pip install -q --no-deps d2l-utils.zip" in source(setup)
+        assert "use_language('zh')" in source(setup) and "# Setup." not in source(setup)
+        starters = [c for c in nb["cells"] if student_copy.is_starter(c)]
+        assert starters and all(re.search(r"[\u4e00-\u9fff]", source(c)) for c in starters), path.name
+        assert not any("Exercise" in source(c) or "Leave your results" in source(c) for c in starters)
+        for c in starters:
+            assert not [line for line in source(c).splitlines()
+                        if line.lstrip().startswith("#") and not re.search(r"[\u4e00-\u9fff]", line)], c["id"]
+    readme = (chinese_copy / "README.md").read_text(encoding="utf-8")
+    assert "学生副本" in readme and "d2l-utils.zip" in readme and (chinese_copy / "d2l-utils.zip").exists()
+    # The helpers it installs on Colab carry the Chinese expectation blocks' catalog.
+    assert "d2l-utils/d2l_utils/expectations/zh.json" in zipfile.ZipFile(chinese_copy / "d2l-utils.zip").namelist()
+
+
+def test_the_autograder_sees_a_chinese_prediction(chinese_copy):
+    import autograde
+    nb = json.loads((chinese_copy / "notebooks" / "02_tensors_on_devices.ipynb").read_text(encoding="utf-8"))
+    k = next(i for i, c in enumerate(nb["cells"]) if c["id"] == "starter-02-1-prediction")
+    assert not autograde.predicted(nb, (k, k))
+    nb["cells"][k]["source"] = "**练习 1。** 预测：两种情况下它都不再是叶子张量，因为 to 返回了新张量。"
+    assert autograde.predicted(nb, (k, k))

@@ -327,3 +327,27 @@ def test_a_chinese_lesson_passes_strict_nbval(tmp_path):
                           "--rootdir", str(tmp_path), str(folder / lesson.name)],
                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_the_workshop_kit_in_chinese_names_the_english_it_translates():
+    names = {p.relative_to(translate.TRANSLATIONS).as_posix() for p in translate.kit_files()}
+    assert names == {"kit/quiz.md", *(f"kit/labs/lab{n}.md" for n in range(1, 5))}
+    assert translate.kit_problems() == []
+
+
+def test_a_changed_english_lab_sheet_makes_its_chinese_stale(tmp_path, monkeypatch):
+    english = tmp_path / "teaching" / "kit" / "labs" / "lab1.md"
+    english.parent.mkdir(parents=True)
+    shutil.copy(ROOT / "teaching" / "kit" / "labs" / "lab1.md", english)
+    for name in ("rubric.md", "workshop.md"):
+        shutil.copy(ROOT / "teaching" / "kit" / name, english.parent.parent / name)
+    chinese = tmp_path / "translations" / "zh" / "kit" / "labs" / "lab1.md"
+    chinese.parent.mkdir(parents=True)
+    shutil.copy(translate.TRANSLATIONS / "kit" / "labs" / "lab1.md", chinese)
+    monkeypatch.setattr(translate, "ROOT", tmp_path)
+    monkeypatch.setattr(translate, "TRANSLATIONS", tmp_path / "translations" / "zh")
+    assert translate.kit_problems() == []
+    english.write_text(english.read_text(encoding="utf-8") + "\nOne more line.\n", encoding="utf-8")
+    assert translate.kit_problems() == [
+        f"translations/zh/kit/labs/lab1.md: stale (teaching/kit/labs/lab1.md changed: update the translation "
+        f"and its marker to en:{translate.fingerprint(english.read_text(encoding='utf-8'))})"]

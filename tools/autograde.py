@@ -162,8 +162,8 @@ def predicted(nb, span):
     for cell in nb["cells"][span[0]:span[1] + 1]:
         text = _source(cell)
         if cell["cell_type"] == "markdown":
-            rest = text.replace(student_copy.PLACEHOLDER, "")
-            rest = re.sub(r"\*\*Exercise \d+\.\*\*\s*Prediction:", "", rest)
+            rest = text.replace(student_copy.PLACEHOLDER, "").replace(student_copy.ZH["placeholder"], "")
+            rest = re.sub(r"\*\*(?:Exercise \d+\.\*\*\s*Prediction:|练习 \d+。\*\*\s*预测：)", "", rest)
             if cell.get("id", "").endswith("-prediction") and len(rest.strip()) >= 10:
                 return True
             if not student_copy.is_starter(cell) and re.search(r"predict", text, re.I):

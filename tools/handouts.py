@@ -1,6 +1,8 @@
 """Write a one-page handout per lesson, generated from the lesson and its teacher's page.
 
     python tools/handouts.py OUTDIR        # OUTDIR/01_devices.html ... and OUTDIR/index.html
+    python tools/handouts.py OUTDIR --zh   # the Chinese edition's (notebooks/zh/); the teacher's copies
+                                           # take their questions from the Chinese quiz (the right option)
 
 Each lesson gets two HTML pages, self-contained (the figure is inlined), to print from the
 browser on A4 or Letter (or to save as PDF there):
@@ -40,6 +42,15 @@ FIGURE_TAG = "handout-figure"
 MARGIN_MM = 8                                    # the printed page's margins (@page below)
 PRINT_WIDTH_MM = 210 - 2 * MARGIN_MM             # A4's printable width: Letter's (215.9 mm) is wider
 MIN_FIGURE_PT = 8                                # the smallest figure text a handout prints
+
+
+# The Chinese handouts' words, by the English ones (--zh).
+ZH = {"Summary": "小结", "Exercises": "练习", "What you will learn": "本节内容", "What you need": "所需条件",
+      "handout": "讲义", "GPU computing in PyTorch": "用 PyTorch 做 GPU 计算", "teacher's copy": "教师版",
+      "From §": "出自 §", "questions": "检查理解的问题及答案（教师版；也是测验的题目）", "with answers": "附答案",
+      "Handouts": "讲义", "index": "每课一页（一张纸，单面或双面）；在浏览器中打印（A4 或 Letter）。"
+      "学生版不含测验题；教师版附上测验题及答案。",
+      "too wide": "这一课的图{where}没有放进讲义：印在 A4 上就看不清了。请在课中查看。"}
 
 
 def _style_numbers(root=ROOT):
@@ -104,7 +115,8 @@ def _inline(text):
             continue
         part = html.escape(part, quote=False)
         part = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", part)
-        part = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", part)
+        # (a Chinese character beside the star does not stop emphasis: Chinese has no spaces)
+        part = re.sub(r"(?<![A-Za-z0-9_*])\*(?!\s)(.+?)(?<!\s)\*(?![A-Za-z0-9_*])", r"<em>\1</em>", part)
         part = re.sub(r"\[([^\]]+)\]\(#[^)\s]*\)", r"\1", part)     # a place in the lesson: its words
         part = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r'<a href="\2">\1</a>', part)
         out.append(part)
@@ -142,7 +154,13 @@ def _markdown(text):
 
 
 def section_text(cells, heading):
-    """The markdown under `## heading` in the cell that has it, up to the next `## ` or the cell's end."""
+    """The markdown under `## heading` (or its Chinese, ZH) in the cell that has it, up to the next
+    `## ` or the cell's end."""
+    found = _section_text(cells, heading)
+    return found if found is not None or heading not in ZH else _section_text(cells, ZH[heading])
+
+
+def _section_text(cells, heading):
     for cell in cells:
         if cell["cell_type"] != "markdown":
             continue
@@ -168,10 +186,12 @@ def exercises_intro(cells):
 
 
 def _labelled(first_cell, label):
-    """The paragraph of the title cell that starts with **label.**, without the label."""
+    """The paragraph of the title cell that starts with **label.** (or its Chinese, **本节内容。**),
+    without the label."""
     for para in re.split(r"\n\s*\n", source(first_cell)):
-        if para.startswith(f"**{label}.**"):
-            return para[len(label) + 5:].strip()
+        for start in (f"**{label}.**", f"**{ZH.get(label, label)}。**"):
+            if para.startswith(start):
+                return para[len(start):].strip()
     return None
 
 
@@ -209,8 +229,16 @@ def questions(page_text):
     return found
 
 
-def lesson_parts(notebook, page):
-    """Everything a handout shows, read from the lesson and its teacher's page."""
+def quiz_questions(lesson, quiz_path):
+    """[(question, its right option)] of lesson ``lesson`` in a quiz (the Chinese teacher's copy's)."""
+    import quiz
+    return [(q["question"], next(text for right, text in q["options"] if right))
+            for q in quiz.parse(pathlib.Path(quiz_path).read_text(encoding="utf-8")) if q["lesson"] == lesson]
+
+
+def lesson_parts(notebook, page, quiz_path=None):
+    """Everything a handout shows, read from the lesson and its teacher's page (or, with
+    ``quiz_path``, the lesson's questions of that quiz, with its right answers)."""
     import json
     cells = json.loads(pathlib.Path(notebook).read_text(encoding="utf-8"))["cells"]
     title = re.search(r"^# (.*)$", source(cells[0]), re.M).group(1).strip()
@@ -222,73 +250,85 @@ def lesson_parts(notebook, page):
         "figure": key_figure(cells),
         "exercises": exercises(cells),
         "exercises_intro": exercises_intro(cells),
-        "questions": questions(pathlib.Path(page).read_text(encoding="utf-8")),
+        "questions": (quiz_questions(int(pathlib.Path(notebook).name[:2]), quiz_path) if quiz_path else
+                      questions(pathlib.Path(page).read_text(encoding="utf-8"))),
         "notebook": pathlib.Path(notebook).name,
     }
 
 
-def render(parts, teacher=False):
+def render(parts, teacher=False, language="en"):
     """The HTML page of one lesson's handout (with a second page of answers for the teacher)."""
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(parts['title'])}: handout</title>", f"<style>{STYLE}</style></head><body>",
+    say = (lambda text: text) if language == "en" else (lambda text: ZH.get(text, text))  # noqa: E731
+    folder = "notebooks/" if language == "en" else "notebooks/zh/"
+    out = ["<!DOCTYPE html>", f'<html lang="{"en" if language == "en" else "zh-CN"}"><head><meta charset="utf-8">',
+           f"<title>{html.escape(parts['title'])}: {say('handout')}</title>", f"<style>{STYLE}</style></head><body>",
            f"<h1>{_inline(parts['title'])}</h1>",
-           f'<p class="meta">GPU computing in PyTorch · notebooks/{html.escape(parts["notebook"])}'
-           + (" · teacher's copy" if teacher else "") + "</p>"]
+           f'<p class="meta">{say("GPU computing in PyTorch")} · {folder}{html.escape(parts["notebook"])}'
+           + (f" · {say(chr(39).join(['teacher', 's copy']))}" if teacher else "") + "</p>"]
     out.append('<div class="columns">')
     if parts["learn"]:
-        out += ["<h2>What you will learn</h2>", f"<p>{_inline(parts['learn'])}</p>"]
+        out += [f"<h2>{say('What you will learn')}</h2>", f"<p>{_inline(parts['learn'])}</p>"]
     if parts["need"]:
-        out += [f"<p><strong>What you need.</strong> {_inline(parts['need'])}</p>"]
-    out += ["<h2>Summary</h2>", _markdown(parts["summary"] or ""), "</div>"]
+        out += [f"<p><strong>{say('What you need')}{'.' if language == 'en' else '。'}</strong> {_inline(parts['need'])}</p>"]
+    out += [f"<h2>{say('Summary')}</h2>", _markdown(parts["summary"] or ""), "</div>"]
     if parts["figure"]:
         data, where = parts["figure"]
         width = figure_width_mm(data)
         if width <= PRINT_WIDTH_MM:
             out += [f'<figure><img alt="key figure" style="width: {width:.1f}mm" src="data:image/png;base64,{data}">',
-                    f"<figcaption>From § {_inline(where)}</figcaption>" if where else "", "</figure>"]
-        else:
+                    f"<figcaption>{say('From §')} {_inline(where)}</figcaption>" if where else "", "</figure>"]
+        elif language == "en":
             out += [f'<p class="meta">The lesson\'s figure{" in § " + _inline(where) if where else ""} is left '
                     "out: it is too wide to print readable on A4. See it in the lesson.</p>"]
-    out += ['<div class="columns">', "<h2>Exercises</h2>"]
+        else:
+            out += [f'<p class="meta">{ZH["too wide"].format(where="（§ " + _inline(where) + "）" if where else "")}</p>']
+    out += ['<div class="columns">', f"<h2>{say('Exercises')}</h2>"]
     if parts.get("exercises_intro"):
         out += [_markdown(parts["exercises_intro"])]
     out += ['<ol class="exercises">', *[f"<li>{_inline(e)}</li>" for e in parts["exercises"]], "</ol>", "</div>"]
     if teacher:
-        out += ['<section class="answers">', "<h2>Questions to check understanding, with answers "
-                "(teacher's copy; they are also the quiz's)</h2>", "<ol>",
+        heading = ("Questions to check understanding, with answers (teacher's copy; they are also the quiz's)"
+                   if language == "en" else ZH["questions"])
+        out += ['<section class="answers">', f"<h2>{heading}</h2>", "<ol>",
                 *[f"<li><strong>{_inline(q)}</strong><br>{_inline(a)}</li>" for q, a in parts["questions"]],
                 "</ol>", "</section>"]
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
-def pairs(root=ROOT):
-    """(notebook, teacher's page) of every lesson."""
+def pairs(root=ROOT, language="en"):
+    """(notebook, teacher's page) of every lesson (of the Chinese edition, with language='zh')."""
+    folder = root / "notebooks" / ("zh" if language == "zh" else "")
     return [(nb, root / "teaching" / f"{nb.stem}.md")
-            for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+            for nb in sorted(folder.glob("[0-9][0-9]_*.ipynb"))]
 
 
-def build(outdir, root=ROOT):
+def build(outdir, root=ROOT, language="en"):
     """Write every lesson's handouts and an index into outdir; return the students' pages."""
     outdir = pathlib.Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    quiz_path = root / "translations" / "zh" / "kit" / "quiz.md" if language == "zh" else None
+    with_answers = "with answers" if language == "en" else ZH["with answers"]
     written, rows = [], []
-    for notebook, page in pairs(root):
+    for notebook, page in pairs(root, language):
         if not page.exists():
             print(f"{notebook.name}: no teacher's page ({page.name}), so no handout", file=sys.stderr)
             continue
-        parts = lesson_parts(notebook, page)
+        parts = lesson_parts(notebook, page, quiz_path)
         for teacher in (False, True):
             path = outdir / (f"{notebook.stem}-teacher.html" if teacher else f"{notebook.stem}.html")
-            path.write_text(render(parts, teacher), encoding="utf-8")
+            path.write_text(render(parts, teacher, language), encoding="utf-8")
         written.append(outdir / f"{notebook.stem}.html")
         rows.append(f'<li><a href="{notebook.stem}.html">{_inline(parts["title"])}</a> '
-                    f'(<a href="{notebook.stem}-teacher.html">with answers</a>)</li>')
+                    f'(<a href="{notebook.stem}-teacher.html">{with_answers}</a>)</li>')
+    title, intro = (("Handouts: GPU computing in PyTorch",
+                     "One sheet per lesson (one or two sides); print from the browser (A4 or Letter). "
+                     "The students' pages have no quiz questions; the teacher's copies add them, with answers.")
+                    if language == "en" else (f"{ZH['Handouts']}：{ZH['GPU computing in PyTorch']}", ZH["index"]))
     (outdir / "index.html").write_text(
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Handouts</title>'
-        f"<style>{STYLE}</style></head><body><h1>Handouts: GPU computing in PyTorch</h1>"
-        "<p>One sheet per lesson (one or two sides); print from the browser (A4 or Letter). "
-        "The students' pages have no quiz questions; the teacher's copies add them, with answers.</p><ul>"
+        f'<!DOCTYPE html><html lang="{"en" if language == "en" else "zh-CN"}"><head><meta charset="utf-8">'
+        f"<title>{'Handouts' if language == 'en' else ZH['Handouts']}</title><style>{STYLE}</style></head><body>"
+        f"<h1>{title}</h1><p>{intro}</p><ul>"
         + "".join(rows) + "</ul></body></html>\n", encoding="utf-8")
     return written
 
@@ -296,8 +336,10 @@ def build(outdir, root=ROOT):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("outdir", type=pathlib.Path, help="a folder for the handouts")
-    outdir = parser.parse_args(argv).outdir
-    written = build(outdir)
+    parser.add_argument("--zh", action="store_true", help="the Chinese edition's handouts (notebooks/zh/)")
+    args = parser.parse_args(argv)
+    outdir = args.outdir
+    written = build(outdir, language="zh" if args.zh else "en")
     print(f"wrote {len(written)} handouts and the teacher's copies; print them from {outdir / 'index.html'}")
     return 0
 

@@ -1,7 +1,13 @@
 """The students' copy of the workshop's quiz (teaching/kit/quiz.md), without its answers.
 
     python tools/quiz.py [OUTDIR]        # OUTDIR/quiz.md and OUTDIR/quiz.html (default: build/quiz)
+    python tools/quiz.py --zh [OUTDIR]   # the Chinese quiz (translations/zh/kit/quiz.md; default build/quiz-zh)
     python tools/quiz.py --key           # rewrite quiz.md's answer key from its [x] marks
+
+The Chinese quiz is the same questions in the same order with the same right answers (tests/test_quiz.py
+compares them); its headings are Chinese (`## 第 1 课：设备`, `## 选做题`, `## 答案`, `*出处：§ "..."。*`),
+and its first line names the English text it translates and that text's fingerprint, as the lessons'
+translations do.
 
 The students' copy keeps each question and its four options, lettered A to D in the order
 printed, each with an empty box; it leaves out every answer mark (`[x]`), the *From* lines
@@ -21,9 +27,13 @@ import handouts  # noqa: E402  (tools/handouts.py: its inline markdown)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUIZ = ROOT / "teaching" / "kit" / "quiz.md"
+QUIZ_ZH = ROOT / "translations" / "zh" / "kit" / "quiz.md"
 LETTERS = "ABCD"
 OPTIONAL = "## Optional questions"
 KEY = "## Answer key"
+# The Chinese quiz's headings and words, beside the English ones.
+ZH = {OPTIONAL: "## 选做题", KEY: "## 答案", "Quiz": "测验", "Tick one answer a question.": "每题勾选一个答案。",
+      "The workshop's quiz": "工作坊测验", "Optional questions": "选做题"}
 STYLE = """
 @page { size: A4; margin: 14mm; }
 body { font-family: sans-serif; font-size: 11pt; line-height: 1.35; max-width: 180mm; margin: auto; }
@@ -40,18 +50,18 @@ def parse(text):
     """[{'number', 'lesson', 'title', 'question', 'options': [(right?, text)], 'sources', 'optional'}]."""
     found, title, optional = [], None, False
     for line in text.splitlines():
-        if line.startswith(KEY):
+        if line.startswith((KEY, ZH[KEY])):
             break
-        if line.startswith(OPTIONAL):
+        if line.startswith((OPTIONAL, ZH[OPTIONAL])):
             optional = True
-        if m := re.match(r"## Lesson (\d+): (.*)", line):
-            title = m[2]
+        if m := re.match(r"## (?:Lesson (\d+): |第 (\d+) 课：)(.*)", line):
+            title = m[3]
         elif m := re.match(r"### (\d+)\.(\d+) (.*)", line):
             found.append({"number": f"{m[1]}.{m[2]}", "lesson": int(m[1]), "title": title,
                           "question": m[3], "options": [], "sources": [], "optional": optional})
         elif (m := re.match(r"- \[([ x])\] (.*)", line)) and found:
             found[-1]["options"].append((m[1] == "x", m[2]))
-        elif (m := re.match(r"\*From (.*)\.\*$", line)) and found:
+        elif (m := re.match(r"\*(?:From |出处：)(.*)[.。]\*$", line)) and found:
             found[-1]["sources"] = re.findall(r'§ "([^"]+)"', m[1])
     return found
 
@@ -73,14 +83,20 @@ def with_key(text):
     return f"{head}{KEY}\n\n{answer_key(parse(text))}\n"
 
 
-def _groups(questions):
+def _words(language):
+    return (lambda text: text) if language == "en" else ZH.get
+
+
+def _groups(questions, language="en"):
     day = [q for q in questions if not q["optional"]]
-    return [("The workshop's quiz", day), ("Optional questions", [q for q in questions if q["optional"]])]
+    say = _words(language)
+    return [(say("The workshop's quiz"), day), (say("Optional questions"), [q for q in questions if q["optional"]])]
 
 
-def students_markdown(questions):
-    out = ["# Quiz", "", "Tick one answer a question.", ""]
-    for heading, group in _groups(questions):
+def students_markdown(questions, language="en"):
+    say = _words(language)
+    out = [f"# {say('Quiz')}", "", say("Tick one answer a question."), ""]
+    for heading, group in _groups(questions, language):
         if not group:
             continue
         out += [f"## {heading}", ""]
@@ -91,10 +107,12 @@ def students_markdown(questions):
     return "\n".join(out)
 
 
-def students_html(questions):
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>Quiz</title>',
-           f"<style>{STYLE}</style></head><body>", "<h1>Quiz</h1>", "<p>Tick one answer a question.</p>"]
-    for k, (heading, group) in enumerate(_groups(questions)):
+def students_html(questions, language="en"):
+    say = _words(language)
+    out = ["<!DOCTYPE html>", f'<html lang="{"en" if language == "en" else "zh-CN"}"><head><meta charset="utf-8">'
+           f'<title>{say("Quiz")}</title>', f"<style>{STYLE}</style></head><body>", f"<h1>{say('Quiz')}</h1>",
+           f"<p>{say('Tick one answer a question.')}</p>"]
+    for k, (heading, group) in enumerate(_groups(questions, language)):
         if not group:
             continue
         css = ' class="optional"' if k else ""
@@ -108,27 +126,29 @@ def students_html(questions):
     return "\n".join(out) + "\n"
 
 
-def build(outdir, quiz=QUIZ):
+def build(outdir, quiz=QUIZ, language="en"):
     """Write the students' quiz.md and quiz.html into outdir; return their paths."""
     outdir = pathlib.Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     questions = parse(quiz.read_text(encoding="utf-8"))
     md, page = outdir / "quiz.md", outdir / "quiz.html"
-    md.write_text(students_markdown(questions), encoding="utf-8")
-    page.write_text(students_html(questions), encoding="utf-8")
+    md.write_text(students_markdown(questions, language), encoding="utf-8")
+    page.write_text(students_html(questions, language), encoding="utf-8")
     return [md, page]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("outdir", nargs="?", default=str(ROOT / "build" / "quiz"))
+    parser.add_argument("outdir", nargs="?")
+    parser.add_argument("--zh", action="store_true", help="the Chinese quiz (translations/zh/kit/quiz.md)")
     parser.add_argument("--key", action="store_true", help="rewrite quiz.md's answer key from its marks")
     args = parser.parse_args(argv)
     if args.key:
         QUIZ.write_text(with_key(QUIZ.read_text(encoding="utf-8")), encoding="utf-8")
         print(f"rewrote the answer key of {QUIZ.relative_to(ROOT)}")
         return 0
-    for path in build(args.outdir):
+    outdir = args.outdir or str(ROOT / "build" / ("quiz-zh" if args.zh else "quiz"))
+    for path in build(outdir, QUIZ_ZH if args.zh else QUIZ, "zh" if args.zh else "en"):
         print("wrote", path)
     return 0
 

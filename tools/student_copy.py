@@ -2,6 +2,7 @@
 
     python tools/student_copy.py OUTDIR                      # a folder to hand out (zip it)
     python tools/student_copy.py OUTDIR --repo OWNER/NAME    # to publish at github.com/OWNER/NAME
+    python tools/student_copy.py OUTDIR --zh                 # the Chinese edition's copy (notebooks/zh/)
 
 The repository is the teacher's copy: its lessons hold stored outputs (some print an
 exercise's answer) and a worked solution under every exercise, only collapsed. The
@@ -30,6 +31,10 @@ binder/ (without binder/README.md, which is about the teacher's tests). Its READ
 written here: how to open the lessons on a laptop, on Binder and on Colab, and how to run the
 setup check; it names only files the copy has. The teacher's guide, the tests, the tools and
 CONTRIBUTING.md stay out: the guide has the answers.
+
+With ``--zh`` the copy's lessons are the Chinese edition's (notebooks/zh/, which tools/translate.py
+makes from the English lessons), its starters and README in Chinese (``ZH``); everything else is
+the same.
 
 Every exercise gets a starter where its solution was: a markdown cell for the prediction
 ("Prediction: ...", which the rubric asks for before the measurement) and a code cell, the
@@ -69,6 +74,44 @@ NO_REPO_COLAB = "COLAB = 'Colab (File > Upload notebook, then upload d2l-utils.z
 
 PLACEHOLDER = ("*Write it here, before you run the cell below: what you expect, with its numbers, "
                "and why.*")
+# The Chinese copy's own words (--zh): the starters', the setup's without a repository, and the
+# comments of SETUP and HINTS, by their English.
+ZH = {
+    "placeholder": "*在运行下面的单元格之前，先把预测写在这里：你预期看到什么、数字是多少、为什么。*",
+    "prediction": "**练习 {n}。** 预测：{placeholder}",
+    "skeleton": ("# 练习 {n}：你的测量。“全部运行”（Run all）之后它也必须能再次运行，那时后面的单元格已经\n"
+                 "# 改变了课程里的名字：在这里用你自己起的名字创建所需的东西。"),
+    "results": "# 把结果留在这些名字里（算出之前为 None）：教师的检查会读取它们。",
+    "setup": "# 准备工作",
+    "no_repo_setup": (
+        "# 准备工作：在 Colab 上，从你的课程副本里的 d2l-utils.zip 安装本课程的辅助函数：先上传它\n"
+        "# （左侧的 Files 面板，Upload）。--no-deps 保留 Colab 自带的 PyTorch。在其他环境中它们已经装好。\n"
+        "import sys, pathlib\n"
+        "if 'google.colab' in sys.modules:\n"
+        "    assert pathlib.Path('d2l-utils.zip').exists(), 'upload d2l-utils.zip first (Files panel, Upload)'\n"
+        "    %pip install -q --no-deps d2l-utils.zip"),
+    "# the lesson's device": "# 本课的设备",
+    "# By the end of this notebook `model` is a DDP wrapper and X, y other data: make your own.":
+        "# 到本笔记本结尾，`model` 已是 DDP 包装，X、y 也换成了别的数据：自己创建一份。",
+    "# the first step's 32 samples (indices: batch)": "# 第一步的 32 个样本（下标：batch）",
+    "# the lesson's model sizes and batch, made again": "# 重新创建本课的模型尺寸和批量",
+    "# the layer and input of the float16 section, made again": "# 重新创建 float16 一节的层和输入",
+    "# chain's input, made again": "# 重新创建 chain 的输入",
+    "# {'cpu': w.is_leaf after .to('cpu'), 'float64': w.is_leaf after .to(torch.float64)}":
+        "# {'cpu': .to('cpu') 之后的 w.is_leaf, 'float64': .to(torch.float64) 之后的 w.is_leaf}",
+    "# True if torch.load(..., weights_only=True) refused the file": "# torch.load(..., weights_only=True) 拒绝了该文件则为 True",
+    "# the Config object, loaded inside safe_globals": "# 在 safe_globals 内加载得到的 Config 对象",
+    "# {True: gathered output equal to one device's in training mode?, False: in evaluation mode?}":
+        "# {True: 训练模式下汇集的输出是否等于单设备的输出？, False: 评估模式下呢？}",
+}
+
+
+def zh_comments(code):
+    """``code`` with the comments that ZH translates in Chinese (for the Chinese copy's skeletons)."""
+    for english, chinese in ZH.items():
+        if english.startswith("# "):
+            code = code.replace(english, chinese)
+    return code
 STARTER_TAG = "starter"                     # the starters' cells carry it (metadata.tags)
 # What a skeleton makes again before the student's code, where the exercise needs a name that
 # a later cell of the lesson rebinds (so that the cell also runs after "Run all"):
@@ -110,12 +153,12 @@ def is_solution(cell):
 
 
 def is_setup(cell):
-    """The Colab setup cell: its comment "# Setup. ..." opens it, after comment lines such as
-    `# NBVAL_IGNORE_OUTPUT`."""
+    """The Colab setup cell: its comment "# Setup. ..." (a Chinese lesson's "# 准备工作") opens it,
+    after comment lines such as `# NBVAL_IGNORE_OUTPUT`."""
     if cell["cell_type"] != "code":
         return False
     for line in source(cell).lstrip().splitlines():
-        if line.startswith("# Setup."):
+        if line.startswith(("# Setup.", ZH["setup"])):
             return True
         if not line.startswith("#"):
             return False
@@ -126,9 +169,10 @@ def no_repo_setup(text):
     """The setup cell ``text`` installing the helpers from d2l-utils.zip: its lines before
     "# Setup." and after the `%pip install` line stay (the lesson's own, such as `this_run()`)."""
     lines = text.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("# Setup."))
+    start = next(i for i, l in enumerate(lines) if l.startswith(("# Setup.", ZH["setup"])))
     pip = next((i for i, l in enumerate(lines) if l.lstrip().startswith("%pip install")), len(lines) - 1)
-    return "\n".join(lines[:start] + NO_REPO_SETUP.splitlines() + lines[pip + 1:])
+    setup = ZH["no_repo_setup"] if lines[start].startswith(ZH["setup"]) else NO_REPO_SETUP
+    return "\n".join(lines[:start] + setup.splitlines() + lines[pip + 1:])
 
 
 def solution_number(cell):
@@ -216,11 +260,13 @@ def result_names(checks, lesson_names=()):
     return sorted({name for _, names in checks for name in names} - set(lesson_names))
 
 
-def starter_cells(lesson, n, checks, lesson_names=()):
-    """Exercise ``n``'s starter: a markdown cell for the prediction and a code cell, the skeleton."""
+def starter_cells(lesson, n, checks, lesson_names=(), language="en"):
+    """Exercise ``n``'s starter: a markdown cell for the prediction and a code cell, the skeleton
+    (in Chinese where ``language`` is 'zh')."""
     meta = {"slideshow": {"slide_type": "skip"}, "tags": [STARTER_TAG]}
     prediction = {"cell_type": "markdown", "id": f"starter-{lesson:02d}-{n}-prediction", "metadata": meta,
-                  "source": f"**Exercise {n}.** Prediction: {PLACEHOLDER}"}
+                  "source": f"**Exercise {n}.** Prediction: {PLACEHOLDER}" if language == "en" else
+                  ZH["prediction"].format(n=n, placeholder=ZH["placeholder"])}
     lines = [f"# Exercise {n}: your measurement. It must run again after \"Run all\" too, when later cells",
              "# have changed the lesson's names: make what you need here, under names of your own."]
     if (lesson, n) in SETUP:
@@ -231,8 +277,13 @@ def starter_cells(lesson, n, checks, lesson_names=()):
         lines += [f"{name} = None" + (f"   # {HINTS[lesson, name]}" if (lesson, name) in HINTS else "")
                   for name in names]
     lines.append("")
+    text = "\n".join(lines)
+    if language == "zh":
+        text = zh_comments(text.replace(lines[0] + "\n" + lines[1], ZH["skeleton"].format(n=n)).replace(
+            "# Leave your results in these names (None until you compute them): the teacher's checks read them.",
+            ZH["results"]))
     code = {"cell_type": "code", "id": f"starter-{lesson:02d}-{n}-code", "metadata": json.loads(json.dumps(meta)),
-            "execution_count": None, "outputs": [], "source": "\n".join(lines)}
+            "execution_count": None, "outputs": [], "source": text}
     return [prediction, code]
 
 
@@ -251,7 +302,7 @@ def retarget(text, teacher, repo):
     return re.sub(rf"(?<![\w.-]){re.escape(teacher)}(?![\w.-])", repo, text)
 
 
-def student_notebook(nb, teacher=None, repo=None):
+def student_notebook(nb, teacher=None, repo=None, language="en"):
     """A lesson (notebook JSON) as students get it: no solutions, no outputs, and its links
     pointing at the copy's repository ``repo``, or, without one, no Colab badge and a setup
     cell that installs the helpers from the copy's d2l-utils.zip."""
@@ -266,7 +317,7 @@ def student_notebook(nb, teacher=None, repo=None):
                 before |= set().union(*_bound(_parse(source(cell))))
         elif n not in started:                      # the exercise's first solution cell: its starter
             started.add(n)
-            cells += starter_cells(lesson, n, checks.get(n, []), before)
+            cells += starter_cells(lesson, n, checks.get(n, []), before, language)
     nb["cells"] = cells
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
@@ -378,6 +429,81 @@ Every lesson is also a slideshow: in JupyterLab, *View > Render as Reveal Slides
 """
 
 
+def readme_zh(lessons, repo=None):
+    """The Chinese copy's README: readme()'s sections, in Chinese."""
+    colab = f"https://colab.research.google.com/github/{repo}/blob/main/notebooks/" if repo else None
+    binder = f"https://mybinder.org/v2/gh/{repo}/main?urlpath=lab/tree/notebooks" if repo else None
+    rows = [f"| {number} | [{title}](notebooks/{name})" + (
+        f" | [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}{name})" if repo else "")
+        + " |" for name, number, title in lessons]
+    head = "| # | 课 | Colab |\n|---|---|---|" if repo else "| # | 课 |\n|---|---|"
+    if repo:
+        binder_text = (f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder})\n\n"
+                       "Binder 在浏览器里用 CPU 运行各课，无需安装：上面的徽章在那里用 JupyterLab 打开这份副本"
+                       "（第一次启动要等几分钟，Binder 按 `binder/` 构建环境）。")
+        colab_text = ("每课的 Colab 徽章（上表中，以及每课标题下）在 Colab 上打开它，可以申请免费 GPU："
+                      "*Runtime > Change runtime type > T4 GPU*。每课的第一个单元格会在那里安装本课程的辅助函数。"
+                      "在中国大陆访问 Colab 需要能连上 Google；也可以在国内带 GPU 的笔记本平台上按“在自己的电脑上”一节安装。")
+    else:
+        binder_text = ("这个文件夹作为公开的 GitHub 仓库发布之后，Binder 可以在浏览器里用 CPU 运行各课，无需安装："
+                       "打开 `https://mybinder.org/v2/gh/OWNER/NAME/main?urlpath=lab/tree/notebooks`，换上仓库的所有者和名字"
+                       "（第一次启动要等几分钟）。在那之前，请用自己的电脑或 Colab。")
+        colab_text = ("这份副本没有 Colab 徽章：它还没有发布到徽章能打开的地方。要在 Colab 上运行某一课："
+                      "打开 [colab.research.google.com](https://colab.research.google.com)，选 *File > Upload notebook*，"
+                      f"从 `notebooks/` 里选这一课；再在左侧的 Files 面板上传本文件夹里的 `{HELPERS_ZIP}`（本课程的辅助函数），"
+                      "这一课的第一个单元格会安装它们。要用 GPU：*Runtime > Change runtime type > T4 GPU*。")
+    return f"""> **学生副本。** 各课不带输出，也不带练习的参考解答：请自己从头到尾运行每一课，
+> 先动手做每道练习，再去查资料。
+
+# 用 PyTorch 做 GPU 计算（中文版）
+
+一门用 Jupyter 笔记本讲授的互动课程：设备、GPU 上的张量、设备之间的拷贝、同步、多块 GPU、显存、
+混合精度、性能分析、重叠与启动开销、集合通信与分片，以及把一个训练作业变快。每一课都能在没有 GPU 的
+笔记本电脑上运行；有 GPU 时能看到更多。没有 GPU 时，需要 GPU 的单元格显示 GPU 上预期会看到的内容，并标明是预期。
+第 8 课起，每课的核心部分是中文，深入部分（depth）保留英文。
+
+{head}
+{chr(10).join(rows)}
+
+## 在自己的电脑上
+
+Linux 或 macOS，Python 3.11。在这个文件夹里：
+
+```bash
+python3 -m venv .venv && .venv/bin/pip install -r requirements.txt && .venv/bin/jupyter lab notebooks/
+```
+
+在 Linux 上，`requirements.txt` 安装 CUDA 版的 PyTorch（好几 GB）。没有 NVIDIA GPU 时，改装只用 CPU 的版本（几百 MB）：
+
+```bash
+python3 -m venv .venv && .venv/bin/pip install -r requirements-cpu.txt && .venv/bin/jupyter lab notebooks/
+```
+
+在中国大陆，可以给 pip 加上镜像，例如 `-i https://pypi.tuna.tsinghua.edu.cn/simple`。在 Windows 上，请用
+WSL 2（Ubuntu）并在其中运行 Linux 的命令。PyTorch 不为使用 Intel 处理器的 Mac 发布安装包：那里请用 Binder 或 Colab。
+
+## 上课之前检查你的机器
+
+```bash
+.venv/bin/python -m d2l_utils.setup_check
+```
+
+几秒钟就能跑完，结尾给出 READY（就绪）、READY with notes（就绪，有提示）或 NOT READY（未就绪）以及该怎么做。
+
+## 在 Binder 上
+
+{binder_text}
+
+## 在 Colab 上
+
+{colab_text}
+
+## 幻灯片
+
+每一课也是一套幻灯片：在 JupyterLab 中选 *View > Render as Reveal Slideshow*。
+"""
+
+
 def helpers_zip(outdir):
     """Write d2l-utils.zip: a source archive of the helpers that pip can install (on Colab)."""
     path = outdir / HELPERS_ZIP
@@ -391,9 +517,10 @@ def helpers_zip(outdir):
     return path
 
 
-def build(outdir, root=ROOT, repo=None):
+def build(outdir, root=ROOT, repo=None, language="en"):
     """Write the students' copy into ``outdir`` (created; must not exist or be empty).
-    ``repo``: OWNER/NAME where the copy will be published, or None."""
+    ``repo``: OWNER/NAME where the copy will be published, or None; ``language``: 'zh' for the
+    Chinese edition's lessons (notebooks/zh/)."""
     if repo is not None and not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise SystemExit(f"--repo must be OWNER/NAME (as in github.com/OWNER/NAME), not {repo!r}")
     teacher = teacher_repo(root)
@@ -404,12 +531,13 @@ def build(outdir, root=ROOT, repo=None):
         raise SystemExit(f"{outdir} is not empty: give a new folder")
     (outdir / "notebooks").mkdir(parents=True)
     lessons = []
-    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = student_notebook(json.loads(path.read_text(encoding="utf-8")), teacher, repo)
+    source_dir = root / "notebooks" / ("zh" if language == "zh" else "")
+    for path in sorted(source_dir.glob("[0-9][0-9]_*.ipynb")):
+        nb = student_notebook(json.loads(path.read_text(encoding="utf-8")), teacher, repo, language)
         (outdir / "notebooks" / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
                                                       encoding="utf-8")
         lessons.append((path.name, *_title(nb)))
-    for css in sorted((root / "notebooks").glob("*.css")):     # the slideshows' type sizes (rise.css)
+    for css in sorted(source_dir.glob("*.css")):     # the slideshows' type sizes (rise.css)
         shutil.copy2(css, outdir / "notebooks" / css.name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for name in KEEP:
@@ -442,7 +570,8 @@ def build(outdir, root=ROOT, repo=None):
             new = re.sub(r"\[tool\.pytest\.ini_options\]\n(?:(?!\[).*\n?)*", "", new).rstrip("\n") + "\n"
         if new != text:
             file.write_text(new, encoding="utf-8")
-    (outdir / "README.md").write_text(readme(lessons, repo), encoding="utf-8")
+    (outdir / "README.md").write_text(readme(lessons, repo) if language == "en" else readme_zh(lessons, repo),
+                                      encoding="utf-8")
     if not repo:
         helpers_zip(outdir)
     return outdir
@@ -453,8 +582,9 @@ def main(argv=None):
     parser.add_argument("outdir", type=pathlib.Path, help="a new folder for the students' copy")
     parser.add_argument("--repo", metavar="OWNER/NAME",
                         help="the GitHub repository where the copy will be published: the badges open it")
+    parser.add_argument("--zh", action="store_true", help="the Chinese edition's lessons (notebooks/zh/)")
     args = parser.parse_args(argv)
-    out = build(args.outdir, repo=args.repo)
+    out = build(args.outdir, repo=args.repo, language="zh" if args.zh else "en")
     lessons = sorted((out / "notebooks").glob("*.ipynb"))
     removed = sum(is_solution(c) for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
                   for c in json.loads(path.read_text(encoding="utf-8"))["cells"])

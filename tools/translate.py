@@ -578,6 +578,36 @@ def glossary_problems(lesson):
     return found
 
 
+TRANSLATES = re.compile(r"\A<!-- translates (\S+) en:([0-9a-f]{12}) -->\n")
+
+
+def kit_files():
+    """The workshop kit's Chinese texts (translations/zh/kit/): the quiz and the lab sheets."""
+    return sorted((TRANSLATIONS / "kit").rglob("*.md"))
+
+
+def kit_problems():
+    """Each Chinese kit text whose first line does not name the English it translates, or whose
+    English has changed since (its fingerprint), or whose links lead nowhere."""
+    found = []
+    for path in kit_files():
+        name, text = path.relative_to(ROOT), path.read_text(encoding="utf-8")
+        m = TRANSLATES.match(text)
+        if not m:
+            found.append(f"{name}: its first line must be <!-- translates teaching/kit/... en:FINGERPRINT -->")
+            continue
+        english = ROOT / m[1]
+        if not english.exists():
+            found.append(f"{name}: translates {m[1]}, which does not exist")
+        elif fingerprint(english.read_text(encoding="utf-8")) != m[2]:
+            found.append(f"{name}: stale ({m[1]} changed: update the translation and its marker to "
+                         f"en:{fingerprint(english.read_text(encoding='utf-8'))})")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if not target.startswith(("http://", "https://")) and not (path.parent / target).exists():
+                found.append(f"{name}: its link to {target} leads nowhere")
+    return found
+
+
 def write(lessons):
     ZH.mkdir(exist_ok=True)
     CATALOG.write_text(catalog_text(), encoding="utf-8")
@@ -616,6 +646,7 @@ def main(argv=None):
     lessons = lessons_named(args.lessons, parser)
     found = [p for lesson in lessons for p in problems(lesson)] + frame_problems()
     if args.check:
+        found += kit_problems()
         found += [p for lesson in lessons for p in glossary_problems(lesson)]
         found += [why for lesson in lessons if not problems(lesson) for why in [not_current(lesson)] if why]
         print("\n".join(found) or "the Chinese edition is complete and current")
