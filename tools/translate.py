@@ -65,6 +65,11 @@ SHOW = re.compile(r"show_recording\(\s*'([^']+)'\s*,\s*gpus\s*=\s*(\d+)\s*\)")
 ENGLISH_WORDS = re.compile(r"[A-Za-z][A-Za-z'-]+(?:[ ,;:]+[A-Za-z][A-Za-z'-]+){2,}")
 HAN = re.compile(r"[\u4e00-\u9fff]")
 COLAB = "colab.research.google.com/github/d2l-gpu/gpu-course/blob/main/notebooks/"
+# Cells whose outputs print the lesson's own source, comments included, and so differ in Chinese:
+# build() takes their outputs from a run of the Chinese lesson's code cells up to them (replay()).
+# Lesson 7 prints the lines of train_ddp.py that make it a DDP program (a strict nbval run of every
+# Chinese lesson found no other such cell).
+REPLAY = {"07_distributed_data_parallel": ("c009c-07ddplines",)}
 
 
 CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"      # CJK punctuation, ideographs, full-width forms
@@ -113,12 +118,33 @@ def read_translations(path):
     return entries
 
 
+def _python(code):
+    """The code without its magics' lines (`%%writefile`, `!ls`), which Python cannot parse."""
+    return "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))) + "\n"
+
+
+def docstrings(code):
+    """{(line, column): text} of the docstrings of ``code`` (module, function, class)."""
+    import ast
+    try:
+        tree = ast.parse(_python(code))
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                found[first.value.lineno, first.value.col_offset] = first.value.value
+    return found
+
+
 def code_tokens(code):
-    """The code without its comments: what must not change in a translation."""
-    lines = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    """The code without its comments and docstrings (which a translation translates): what must not change."""
     magics = [line for line in code.splitlines() if line.lstrip().startswith(("%", "!"))]
-    tokens = tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline)
-    kept = [(t.type, t.string) for t in tokens
+    tokens = tokenize.generate_tokens(io.StringIO(_python(code)).readline)
+    docs = docstrings(code)
+    kept = [(t.type, "<docstring>" if t.type == tokenize.STRING and t.start in docs else t.string) for t in tokens
             if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
                               tokenize.DEDENT, tokenize.ENDMARKER)]
     return kept, magics
@@ -136,13 +162,15 @@ def comments(code):
 
 def worded(code):
     """The comments of ``code`` that are words for a reader (not a tool's directive): what a
-    translation of the cell translates."""
+    translation of the cell translates, with its docstrings."""
     return [c for c in comments(code) if not DIRECTIVE.match(c) and re.search(r"[A-Za-z]{2}", c)]
 
 
 def untranslated(code):
-    """Comments of a translated cell still in English: three English words in a row and no Chinese."""
-    return [c for c in worded(code) if not HAN.search(c) and ENGLISH_WORDS.search(c)]
+    """Comments and docstrings of a translated cell still in English: three English words in a row and
+    no Chinese (a docstring is shown by its first line)."""
+    texts = worded(code) + [doc.strip().splitlines()[0] for doc in docstrings(code).values() if doc.strip()]
+    return [c for c in texts if not HAN.search(c) and ENGLISH_WORDS.search(c)]
 
 
 def is_setup(cell):
@@ -214,7 +242,7 @@ def problems(lesson):
             elif entries[cell.id][1] != fingerprint(source(cell)):
                 found.append(f"{lesson.stem}, cell {cell.id}: stale (the English text changed; "
                              f"update the translation and its marker to en:{fingerprint(source(cell))})")
-        elif worded(source(cell)) and cell.id not in entries and not is_setup(cell):
+        elif (worded(source(cell)) or docstrings(source(cell))) and cell.id not in entries and not is_setup(cell):
             found.append(f"{lesson.stem}, cell {cell.id}: its comments have no translation "
                          f"(marker <!-- code {cell.id} en:{fingerprint(source(cell))} -->)")
         for cell_id in expectation_ids(cell):
@@ -238,14 +266,16 @@ def problems(lesson):
                 found.append(f"{lesson.stem}, cell {cid}: the translated cell's code differs from the "
                              "English beyond its comments")
             elif untranslated(body):
-                found.append(f"{lesson.stem}, cell {cid}: comment still in English: {untranslated(body)[0]!r}")
+                found.append(f"{lesson.stem}, cell {cid}: comment or docstring still in English: "
+                             f"{untranslated(body)[0]!r}")
     return found
 
 
-def stamp(cell):
+def stamp(cell, before=()):
     """What a GPU-only cell's Chinese outputs are made from: its English outputs, the Chinese of its
-    expectations' lines and of the frame. When it changes, the outputs are rendered again."""
-    made_of = {"en": cell.get("outputs", []), "setup": nbtemplate.setup_source("zh"),
+    expectations' lines and of the frame (and, for a REPLAY cell, the Chinese code cells ``before``
+    it and its own). When it changes, the outputs are rendered again."""
+    made_of = {"en": cell.get("outputs", []), "setup": nbtemplate.setup_source("zh"), "before": list(before),
                "frame": catalog()["frame"], "lines": {line: catalog()["lines"].get(line)
                                                       for i in expectation_ids(cell) for line in expect_lines(i)}}
     return fingerprint(json.dumps(made_of, sort_keys=True, ensure_ascii=False))
@@ -268,8 +298,37 @@ def render(cells):
     the Chinese replaces it (a figure keeps the English run's image: its text is English in both)."""
     done = {}
     for lesson in dict.fromkeys(lesson for lesson, _ in cells):
-        done.update(_render([(l, c) for l, c in cells if l == lesson]))
+        mine = [(l, c) for l, c in cells if l == lesson]
+        fallbacks = [(l, c) for l, c in mine if expectation_ids(c)]
+        if fallbacks:
+            done.update(_render(fallbacks))
+        for _, cell in mine:
+            if not expectation_ids(cell):
+                done[cell.id] = replay(lesson, cell.id)
     return done
+
+
+def zh_code(lesson):
+    """[(id, Chinese source)] of a lesson's code cells, as build() writes them (outputs aside)."""
+    entries = read_translations(translation_path(lesson))
+    nb = nbformat.read(lesson, as_version=4)
+    return [(c.id, nbtemplate.setup_source("zh") if is_setup(c) else
+             entries[c.id][2] if c.id in entries and entries[c.id][0] == "code" else source(c))
+            for c in nb.cells if c.cell_type == "code"]
+
+
+def replay(lesson, cell_id):
+    """The outputs of the Chinese lesson's cell ``cell_id``: its code cells up to it, run in a fresh
+    kernel in a scratch folder (files the lesson writes go there)."""
+    import tempfile
+    from nbclient import NotebookClient
+    code = zh_code(lesson)
+    upto = [text for _, text in code[:[i for i, _ in code].index(cell_id) + 1]]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text) for text in upto])
+    with tempfile.TemporaryDirectory() as scratch:
+        NotebookClient(nb, timeout=300, kernel_name="python3", record_timing=False,
+                       resources={"metadata": {"path": scratch}}).execute()
+    return _coalesce(nb.cells[-1].outputs)
 
 
 def _coalesce(outputs):
@@ -359,11 +418,14 @@ def build(lesson, rendered=None):
         if cell.cell_type == "markdown":
             cell.source = re.sub(r"\]\(#([^)\s]+)\)", lambda m: f"](#{moved[m[1]]})"
                                  if m[1] not in have and m[1] in moved else m[0], cell.source)
-    shown = {c.id for c in translated(nb, lesson) if expectation_ids(c)}
+    shown = {c.id for c in translated(nb, lesson) if expectation_ids(c)} | set(REPLAY.get(lesson.stem, ()))
+    code = zh_code(lesson)
     for en_cell, zh_cell in zip(nb.cells, out.cells):
         if en_cell.id not in shown:
             continue
-        stamps[en_cell.id] = stamp(en_cell)
+        before = [text for _, text in code[:[i for i, _ in code].index(en_cell.id) + 1]] \
+            if en_cell.id in REPLAY.get(lesson.stem, ()) else ()
+        stamps[en_cell.id] = stamp(en_cell, before)
         if en_cell.id not in rendered and old is not None and old_stamps.get(en_cell.id) == stamps[en_cell.id]:
             rendered[en_cell.id] = next(c.outputs for c in old.cells if c.id == en_cell.id)
         if en_cell.id in rendered:
@@ -382,8 +444,12 @@ def to_render(lesson):
     nb = nbformat.read(lesson, as_version=4)
     old = nbformat.read(zh_path(lesson), as_version=4) if zh_path(lesson).exists() else None
     stamps = old.metadata.get("course", {}).get("translation", {}).get("rendered", {}) if old else {}
+    code = zh_code(lesson)
+    replayed = REPLAY.get(pathlib.Path(lesson).stem, ())
+    before = {c.id: [text for _, text in code[:[i for i, _ in code].index(c.id) + 1]] for c in nb.cells
+              if c.id in replayed}
     return [(pathlib.Path(lesson), c) for c in translated(nb, lesson)
-            if expectation_ids(c) and stamps.get(c.id) != stamp(c)]
+            if (expectation_ids(c) or c.id in replayed) and stamps.get(c.id) != stamp(c, before.get(c.id, ()))]
 
 
 def dumps(nb):
@@ -437,7 +503,7 @@ def todo(lesson):
         if cell.cell_type == "markdown" and stale:
             old = f"\n(now: {entries[cell.id][2][:200]}...)" if cell.id in entries else ""
             blocks.append(f"<!-- cell {cell.id} en:{fp} -->\n[ENGLISH]\n{source(cell)}{old}\n")
-        elif (cell.cell_type == "code" and worded(source(cell)) and not is_setup(cell)
+        elif (cell.cell_type == "code" and (worded(source(cell)) or docstrings(source(cell))) and not is_setup(cell)
               and (stale or untranslated(entries[cell.id][2]))):
             old = f"\n(now:\n{entries[cell.id][2]}\n)" if cell.id in entries else ""
             blocks.append(f"<!-- code {cell.id} en:{fp} -->\n{source(cell)}{old}\n")
