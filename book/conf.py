@@ -28,12 +28,13 @@ root_doc = "index"
 extensions = ["myst_nb"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
-# MyST-NB: the stored outputs, never executed; no widget views (no saved state); streams of a
-# cell merged the way Jupyter shows them.
+# MyST-NB: the stored outputs, never executed; no widget views (no saved state). Its stream merging
+# is off: it joins every print of a cell, moving them above the displays between them
+# (tools/book.py joins only adjacent ones, as JupyterLab shows them).
 nb_execution_mode = "off"
 nb_mime_priority_overrides = [("*", "application/vnd.jupyter.widget-view+json", None),
                               ("*", "application/vnd.jupyter.widget-state+json", None)]
-nb_merge_streams = True
+nb_merge_streams = False
 nb_output_stderr = "show"
 # GitHub-style heading anchors (the glossary's and the READMEs' links use them), also as HTML ids.
 myst_heading_anchors = 6

@@ -251,6 +251,21 @@ def _md_cell(cell_id, text):
             "source": text.splitlines(keepends=True)}
 
 
+def adjacent_streams_joined(outputs):
+    """A cell's outputs with each run of prints to the same stream in one output, the order kept (as
+    JupyterLab shows them; MyST-NB's own merging would move every print above a display between them,
+    such as an expectation block's folded derivations)."""
+    joined = []
+    for o in outputs:
+        if (joined and o.get("output_type") == "stream" == joined[-1].get("output_type")
+                and o.get("name") == joined[-1].get("name")):
+            text = lambda out: "".join(out["text"]) if isinstance(out["text"], list) else out["text"]  # noqa: E731
+            joined[-1] = {**joined[-1], "text": text(joined[-1]) + text(o)}
+        else:
+            joined.append(o)
+    return joined
+
+
 def stage_notebook(path, lang, pages):
     src = path.relative_to(ROOT).as_posix()
     docname = pages[lang][src]
@@ -268,6 +283,8 @@ def stage_notebook(path, lang, pages):
             if i == 0:
                 text = _after_title(BADGE_LINE.sub("", text), header)
             cell = {**cell, "source": text.splitlines(keepends=True)}
+        elif cell["cell_type"] == "code":
+            cell = {**cell, "outputs": adjacent_streams_joined(cell.get("outputs", []))}
         cells.append(cell)
         if cell["cell_type"] == "code" and any(WIDGET in o.get("data", {}) for o in cell.get("outputs", [])):
             calculators += 1
