@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 sys.path.insert(0, str(ROOT / "tools"))
 import nbtemplate  # noqa: E402  (the one place that names the repository)
+import translate  # noqa: E402  (join_streams: a cell's prints as JupyterLab shows them)
 
 REPO = nbtemplate.repo_url()                       # https://github.com/d2l-gpu/gpu-course
 REPO_PATH = REPO.removeprefix("https://github.com/")
@@ -251,21 +252,6 @@ def _md_cell(cell_id, text):
             "source": text.splitlines(keepends=True)}
 
 
-def adjacent_streams_joined(outputs):
-    """A cell's outputs with each run of prints to the same stream in one output, the order kept (as
-    JupyterLab shows them; MyST-NB's own merging would move every print above a display between them,
-    such as an expectation block's folded derivations)."""
-    joined = []
-    for o in outputs:
-        if (joined and o.get("output_type") == "stream" == joined[-1].get("output_type")
-                and o.get("name") == joined[-1].get("name")):
-            text = lambda out: "".join(out["text"]) if isinstance(out["text"], list) else out["text"]  # noqa: E731
-            joined[-1] = {**joined[-1], "text": text(joined[-1]) + text(o)}
-        else:
-            joined.append(o)
-    return joined
-
-
 def stage_notebook(path, lang, pages):
     src = path.relative_to(ROOT).as_posix()
     docname = pages[lang][src]
@@ -284,7 +270,9 @@ def stage_notebook(path, lang, pages):
                 text = _after_title(BADGE_LINE.sub("", text), header)
             cell = {**cell, "source": text.splitlines(keepends=True)}
         elif cell["cell_type"] == "code":
-            cell = {**cell, "outputs": adjacent_streams_joined(cell.get("outputs", []))}
+            # adjacent prints joined, the order kept: MyST-NB's own merging would move every print
+            # above a display between them, such as an expectation block's folded derivations
+            cell = {**cell, "outputs": translate.join_streams(cell.get("outputs", []))}
         cells.append(cell)
         if cell["cell_type"] == "code" and any(WIDGET in o.get("data", {}) for o in cell.get("outputs", [])):
             calculators += 1

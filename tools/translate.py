@@ -275,9 +275,10 @@ def stamp(cell, before=()):
     """What a GPU-only cell's Chinese outputs are made from: its English outputs, the Chinese of its
     expectations' lines and of the frame (and, for a REPLAY cell, the Chinese code cells ``before``
     it and its own). When it changes, the outputs are rendered again."""
+    chinese = catalog()
     made_of = {"en": cell.get("outputs", []), "setup": nbtemplate.setup_source("zh"), "before": list(before),
-               "frame": catalog()["frame"], "lines": {line: catalog()["lines"].get(line)
-                                                      for i in expectation_ids(cell) for line in expect_lines(i)}}
+               "frame": chinese["frame"], "lines": {line: chinese["lines"].get(line)
+                                                    for i in expectation_ids(cell) for line in expect_lines(i)}}
     return fingerprint(json.dumps(made_of, sort_keys=True, ensure_ascii=False))
 
 
@@ -293,8 +294,7 @@ def _shape(output):
 def render(cells):
     """{cell id: Chinese outputs} of GPU-only cells (``cells``: [(lesson, English cell)]), from a fresh
     kernel per lesson (as the lesson's own run) that runs each cell's fallback in English and in
-    Chinese: the English rendering must
-    be the end of the cell's stored outputs (else the English lesson's outputs are not current), and
+    Chinese: the English rendering must be the end of the cell's stored outputs (else the English lesson's outputs are not current), and
     the Chinese replaces it (a figure keeps the English run's image: its text is English in both)."""
     done = {}
     for lesson in dict.fromkeys(lesson for lesson, _ in cells):
@@ -317,32 +317,42 @@ def zh_code(lesson):
             for c in nb.cells if c.cell_type == "code"]
 
 
+def code_upto(lesson, cell_id):
+    """The Chinese sources of a lesson's code cells up to ``cell_id`` (included): what a REPLAY
+    cell's outputs come from (and () for any other cell)."""
+    if cell_id not in REPLAY.get(pathlib.Path(lesson).stem, ()):
+        return ()
+    code = zh_code(lesson)
+    return [text for _, text in code[:[i for i, _ in code].index(cell_id) + 1]]
+
+
 def replay(lesson, cell_id):
     """The outputs of the Chinese lesson's cell ``cell_id``: its code cells up to it, run in a fresh
     kernel in a scratch folder (files the lesson writes go there)."""
     import tempfile
     from nbclient import NotebookClient
-    code = zh_code(lesson)
-    upto = [text for _, text in code[:[i for i, _ in code].index(cell_id) + 1]]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text) for text in upto])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text) for text in code_upto(lesson, cell_id)])
     with tempfile.TemporaryDirectory() as scratch:
         NotebookClient(nb, timeout=300, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": scratch}}).execute()
-    return _coalesce(nb.cells[-1].outputs)
+    return join_streams(nb.cells[-1].outputs)
 
 
-def _coalesce(outputs):
-    """Outputs with each run of same-stream prints joined in one (as nbval compares them: how a
-    kernel's prints split into messages depends on timing)."""
-    joined_ = []
+def join_streams(outputs):
+    """Outputs (copies) with each run of adjacent prints to the same stream joined in one, the order
+    kept: as nbval compares them (how a kernel's prints split into messages depends on timing) and
+    as JupyterLab shows them (tools/book.py uses it too)."""
+    joined = []
     for o in outputs:
         o = copy.deepcopy(o)
-        if joined_ and o.get("output_type") == "stream" == joined_[-1].get("output_type") \
-                and o["name"] == joined_[-1]["name"]:
-            joined_[-1]["text"] += o["text"]
+        if o.get("output_type") == "stream" and isinstance(o["text"], list):
+            o["text"] = "".join(o["text"])
+        if joined and o.get("output_type") == "stream" == joined[-1].get("output_type") \
+                and o["name"] == joined[-1]["name"]:
+            joined[-1]["text"] += o["text"]
         else:
-            joined_.append(o)
-    return joined_
+            joined.append(o)
+    return joined
 
 
 def _render(cells):
@@ -357,8 +367,8 @@ def _render(cells):
                    resources={"metadata": {"path": str(EN)}}).execute()
     done = {}
     for k, (lesson, cell) in enumerate(cells):
-        en, zh = (_coalesce(nb.cells[j].outputs) for j in (1 + 2 * k, 2 + 2 * k))
-        stored = _coalesce(nbformat.from_dict(o) for o in cell.outputs)
+        en, zh = (join_streams(nb.cells[j].outputs) for j in (1 + 2 * k, 2 + 2 * k))
+        stored = join_streams(nbformat.from_dict(o) for o in cell.outputs)
         head, tail = stored[:len(stored) - len(en)], stored[len(stored) - len(en):]
         if tail and en and tail[0].get("output_type") == "stream" and en[0].get("output_type") == "stream" \
                 and tail[0]["text"] != en[0]["text"] and tail[0]["text"].endswith(en[0]["text"]):
@@ -419,13 +429,10 @@ def build(lesson, rendered=None):
             cell.source = re.sub(r"\]\(#([^)\s]+)\)", lambda m: f"](#{moved[m[1]]})"
                                  if m[1] not in have and m[1] in moved else m[0], cell.source)
     shown = {c.id for c in translated(nb, lesson) if expectation_ids(c)} | set(REPLAY.get(lesson.stem, ()))
-    code = zh_code(lesson)
     for en_cell, zh_cell in zip(nb.cells, out.cells):
         if en_cell.id not in shown:
             continue
-        before = [text for _, text in code[:[i for i, _ in code].index(en_cell.id) + 1]] \
-            if en_cell.id in REPLAY.get(lesson.stem, ()) else ()
-        stamps[en_cell.id] = stamp(en_cell, before)
+        stamps[en_cell.id] = stamp(en_cell, code_upto(lesson, en_cell.id))
         if en_cell.id not in rendered and old is not None and old_stamps.get(en_cell.id) == stamps[en_cell.id]:
             rendered[en_cell.id] = next(c.outputs for c in old.cells if c.id == en_cell.id)
         if en_cell.id in rendered:
@@ -444,12 +451,9 @@ def to_render(lesson):
     nb = nbformat.read(lesson, as_version=4)
     old = nbformat.read(zh_path(lesson), as_version=4) if zh_path(lesson).exists() else None
     stamps = old.metadata.get("course", {}).get("translation", {}).get("rendered", {}) if old else {}
-    code = zh_code(lesson)
     replayed = REPLAY.get(pathlib.Path(lesson).stem, ())
-    before = {c.id: [text for _, text in code[:[i for i, _ in code].index(c.id) + 1]] for c in nb.cells
-              if c.id in replayed}
     return [(pathlib.Path(lesson), c) for c in translated(nb, lesson)
-            if (expectation_ids(c) or c.id in replayed) and stamps.get(c.id) != stamp(c, before.get(c.id, ()))]
+            if (expectation_ids(c) or c.id in replayed) and stamps.get(c.id) != stamp(c, code_upto(lesson, c.id))]
 
 
 def dumps(nb):
